@@ -1,0 +1,1 @@
+//! The agent-sandbox v1beta1 API types.

@@ -1,0 +1,1 @@
+//! Plumbing shared by both controller binaries. Knows no CRD.

@@ -1,0 +1,1 @@
+//! devcluster: a local Kubernetes API server with simulated nodes.
