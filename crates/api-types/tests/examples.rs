@@ -11,10 +11,18 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// `$AGENT_SANDBOX_SPEC_DIR`, else `<CARGO_MANIFEST_DIR>/../../../shared/spec` (CI layout), else
+/// the nearest `shared/spec` above the crate (a git worktree nested deeper).
 fn spec_dir() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = match std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"),
+        None => manifest_dir
+            .ancestors()
+            .skip(3)
+            .map(|ancestor| ancestor.join("shared/spec"))
+            .find(|candidate| candidate.is_dir())
+            .unwrap_or_else(|| manifest_dir.join("../../../shared/spec")),
     };
     assert!(
         dir.join("examples").is_dir(),

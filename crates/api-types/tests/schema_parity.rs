@@ -7,7 +7,7 @@
 //! generated with `maxDescLen=0`. Intentional differences live in [`ALLOWED_DIFFERENCES`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
@@ -17,10 +17,18 @@ use serde_json::Value;
 /// `missing` (only the reference has the property) / `extra` (only ours has it).
 const ALLOWED_DIFFERENCES: &[(&str, &str, &str, &str)] = &[];
 
+/// `$AGENT_SANDBOX_SPEC_DIR`, else `<CARGO_MANIFEST_DIR>/../../../shared/spec` (CI layout), else
+/// the nearest `shared/spec` above the crate (a git worktree nested deeper).
 fn spec_dir() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = match std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"),
+        None => manifest_dir
+            .ancestors()
+            .skip(3)
+            .map(|ancestor| ancestor.join("shared/spec"))
+            .find(|candidate| candidate.is_dir())
+            .unwrap_or_else(|| manifest_dir.join("../../../shared/spec")),
     };
     assert!(
         dir.join("reference-crds").is_dir(),
