@@ -117,16 +117,6 @@ fn normalize(schema: &mut Value) {
         }
         return;
     };
-    object.remove("description");
-    object.remove("title");
-    object.remove("nullable");
-    if let Some(Value::Array(types)) = object.get_mut("type") {
-        types.retain(|t| t != "null");
-        if types.len() == 1 {
-            let single = types.remove(0);
-            object.insert("type".into(), single);
-        }
-    }
     if let Some(Value::Array(alternatives)) = object.get_mut("anyOf") {
         alternatives.retain(|alternative| !is_null_schema(alternative));
         if alternatives.len() == 1 {
@@ -139,6 +129,16 @@ fn normalize(schema: &mut Value) {
             }
         }
     }
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let single = types.remove(0);
+            object.insert("type".into(), single);
+        }
+    }
+    object.remove("description");
+    object.remove("title");
+    object.remove("nullable");
     if let Some(values) = object.get("oneOf").and_then(enum_constants) {
         object.remove("oneOf");
         object.insert("type".into(), Value::from("string"));
