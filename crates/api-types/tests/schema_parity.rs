@@ -232,3 +232,70 @@ fn v1beta1_schemas_match_the_reference_crds_path_by_path() {
         report.join("\n")
     );
 }
+
+/// Everything of the v1beta1 version and the CRD names except the schema: printer columns,
+/// subresources (status, scale paths), served/storage, and names, scope and group.
+#[test]
+fn v1beta1_names_columns_and_subresources_match_the_reference_crds() {
+    let dir = spec_dir().join("reference-crds");
+    let ours = our_crds();
+    let mut report = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let file = entry.unwrap().path();
+        if file.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let reference: Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let name = reference
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_owned();
+        let Some(crd) = ours.get(&name) else {
+            report.push(format!("{name}: we generate no such CRD"));
+            continue;
+        };
+        let ours = serde_json::to_value(crd).unwrap();
+        for pointer in ["/spec/group", "/spec/scope", "/spec/names"] {
+            if reference.pointer(pointer) != ours.pointer(pointer) {
+                report.push(format!(
+                    "{name}: {pointer} reference={} ours={}",
+                    show(reference.pointer(pointer)),
+                    show(ours.pointer(pointer))
+                ));
+            }
+        }
+        let version = |crd: &Value| -> Option<Value> {
+            crd.pointer("/spec/versions")?
+                .as_array()?
+                .iter()
+                .find(|v| v.get("name").and_then(Value::as_str) == Some("v1beta1"))
+                .cloned()
+        };
+        let (reference_version, our_version) = (version(&reference), version(&ours));
+        for key in [
+            "additionalPrinterColumns",
+            "subresources",
+            "served",
+            "storage",
+            "deprecated",
+            "selectableFields",
+        ] {
+            let r = reference_version.as_ref().and_then(|v| v.get(key));
+            let o = our_version.as_ref().and_then(|v| v.get(key));
+            if r != o {
+                report.push(format!(
+                    "{name}: v1beta1 {key} reference={} ours={}",
+                    show(r),
+                    show(o)
+                ));
+            }
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "differences from the reference CRDs:\n{}",
+        report.join("\n")
+    );
+}
