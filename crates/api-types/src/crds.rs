@@ -27,8 +27,8 @@ pub fn core_crds() -> Vec<CustomResourceDefinition> {
 /// The extension CRDs, in install order: SandboxTemplate, SandboxWarmPool, SandboxClaim.
 pub fn extension_crds() -> Vec<CustomResourceDefinition> {
     vec![
-        // The template has no status; the type parameter is unused.
-        finish::<SandboxTemplateSpec, SandboxStatus>(SandboxTemplate::crd(), false),
+        // SandboxTemplate has no status.
+        finish::<SandboxTemplateSpec, ()>(SandboxTemplate::crd(), false),
         finish::<SandboxWarmPoolSpec, SandboxWarmPoolStatus>(SandboxWarmPool::crd(), true),
         finish::<SandboxClaimSpec, SandboxClaimStatus>(SandboxClaim::crd(), true),
     ]
