@@ -1,11 +1,25 @@
 //! What `kubectl` and the API server see of our CRDs besides the schema: names, scope, short
 //! names, printer columns, subresources, scale paths, the CEL rule, and the install order.
 
-use api_types::{core_crds, extension_crds};
+use std::sync::LazyLock;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion,
 };
 use serde_json::{Value, json};
+
+/// Generated once per test binary; every test reads the same CRDs.
+static CORE: LazyLock<Vec<CustomResourceDefinition>> = LazyLock::new(api_types::core_crds);
+static EXTENSIONS: LazyLock<Vec<CustomResourceDefinition>> =
+    LazyLock::new(api_types::extension_crds);
+
+fn core_crds() -> Vec<CustomResourceDefinition> {
+    CORE.clone()
+}
+
+fn extension_crds() -> Vec<CustomResourceDefinition> {
+    EXTENSIONS.clone()
+}
 
 fn v1beta1(crd: &CustomResourceDefinition) -> &CustomResourceDefinitionVersion {
     assert_eq!(crd.spec.versions.len(), 1, "we serve only v1beta1");
