@@ -314,7 +314,7 @@ fn core_controller_rbac_is_exactly_what_it_needs() {
     want_leases.extend(expand(
         "coordination.k8s.io",
         &["leases"],
-        &["get", "patch", "update"],
+        &["get", "update"],
         Some("a3317529.agent-sandbox.x-k8s.io"),
     ));
     assert_eq!(leases, want_leases);
@@ -385,7 +385,7 @@ fn extensions_controller_rbac_is_exactly_what_it_needs() {
     want_leases.extend(expand(
         "coordination.k8s.io",
         &["leases"],
-        &["get", "patch", "update"],
+        &["get", "update"],
         Some("extensions.agent-sandbox.x-k8s.io"),
     ));
     assert_eq!(leases, want_leases);
@@ -756,4 +756,34 @@ fn every_crd_fits_kubectls_last_applied_annotation() {
             json.len()
         );
     }
+}
+
+/// Every hand-written YAML file in deploy/ ships in a release: a piece added to the directory
+/// but not to the release would silently never reach a cluster.
+#[test]
+fn every_piece_in_deploy_ships() {
+    use xtask::release::pieces::{CORE_PIECES, EXTENSIONS_PIECES, NAMESPACE_PIECE};
+
+    fn walk(dir: &std::path::Path, prefix: &str, out: &mut BTreeSet<String>) {
+        for entry in fs::read_dir(dir).expect("deploy/ is readable") {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = format!("{prefix}{name}");
+            if entry.file_type().unwrap().is_dir() {
+                if relative != "crds" {
+                    walk(&entry.path(), &format!("{relative}/"), out);
+                }
+            } else if name.ends_with(".yaml") || name.ends_with(".yml") {
+                out.insert(relative);
+            }
+        }
+    }
+    let mut on_disk = BTreeSet::new();
+    walk(&deploy_dir(), "", &mut on_disk);
+    let shipped: BTreeSet<String> = std::iter::once(NAMESPACE_PIECE)
+        .chain(CORE_PIECES.iter().copied())
+        .chain(EXTENSIONS_PIECES.iter().copied())
+        .map(String::from)
+        .collect();
+    assert_eq!(on_disk, shipped);
 }
