@@ -5,13 +5,17 @@
 //! - [`crds::core_crds`] / [`crds::extension_crds`]: the CustomResourceDefinitions to install.
 
 pub mod claim;
+pub mod conditions;
 pub mod crds;
+pub mod hash;
+pub mod keys;
 pub mod sandbox;
 pub mod template;
 pub mod warm_pool;
 
 pub use claim::*;
 pub use crds::{core_crds, extension_crds};
+pub use hash::name_hash;
 pub use sandbox::*;
 pub use template::*;
 pub use warm_pool::*;

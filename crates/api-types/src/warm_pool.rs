@@ -31,6 +31,8 @@ pub struct UpdateStrategy {
 }
 
 /// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxWarmPool`.
+// kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "extensions.agents.x-k8s.io",
@@ -61,8 +63,7 @@ pub struct SandboxWarmPoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0), extend("default" = 1))]
     pub replicas: Option<i32>,
-    /// Always serialized.
-    #[serde(default)]
+    /// Required; always serialized.
     pub sandbox_template_ref: SandboxTemplateRef,
     /// `None` is treated as `OnReplenish`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
