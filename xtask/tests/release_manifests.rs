@@ -743,8 +743,6 @@ fn release_crds_equal_the_committed_deploy_crds() {
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation, and annotations are limited
 /// to 262144 bytes in total, so a bigger CRD can only be installed with `--server-side`.
 #[test]
-#[ignore = "tracking: api-types still emits schema descriptions (api.md: the reference uses maxDescLen=0); \
-            the Sandbox and SandboxTemplate CRDs are ~343 KB as JSON. Un-ignore once they are dropped."]
 fn every_crd_fits_kubectls_last_applied_annotation() {
     for file in all_crd_files().unwrap() {
         let documents = parse_documents(&file.contents, &file.file_name).unwrap();
