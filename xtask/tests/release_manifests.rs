@@ -624,6 +624,13 @@ fn deployments_are_probed_and_hardened() {
         assert_eq!(capabilities.drop.as_deref(), Some(&["ALL".to_string()][..]));
         assert!(capabilities.add.is_none(), "{name}: no capability added");
 
+        // controller-common bounds in-flight work at 30 s on SIGTERM, then releases the Lease;
+        // the kubelet must not kill the pod before that.
+        assert!(
+            pod.termination_grace_period_seconds.unwrap_or(30) > 30,
+            "{name}: terminationGracePeriodSeconds leaves room for a clean shutdown"
+        );
+
         // The token is mounted in the controller pod, which needs it, and nowhere else.
         assert_eq!(pod.automount_service_account_token, Some(true), "{name}");
         let account = pod.service_account_name.clone().unwrap_or_default();
