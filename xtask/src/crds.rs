@@ -151,23 +151,32 @@ pub fn write_crd_dir(generated: &[CrdFile], dir: &Path) -> Result<Vec<String>, X
 
 /// `cargo xtask crds [--check]` on the repository's `deploy/crds`.
 pub fn run(check: bool) -> Result<(), XtaskError> {
+    for line in run_in(&crds_dir(), "deploy/crds", check)? {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `crds [--check]` on `dir` (shown as `shown` in messages): writes the generated files, or
+/// with `check` only compares. Returns the lines to report.
+pub fn run_in(dir: &Path, shown: &str, check: bool) -> Result<Vec<String>, XtaskError> {
     let generated = all_crd_files()?;
-    let dir = crds_dir();
     if check {
-        let drift = compare_crd_dir(&generated, &dir)?;
+        let drift = compare_crd_dir(&generated, dir)?;
         if !drift.is_clean() {
             return Err(XtaskError::CrdsOutOfDate {
+                dir: shown.to_string(),
                 details: drift.describe(),
             });
         }
-        println!(
-            "deploy/crds is up to date ({} CRDs match the Rust types)",
+        Ok(vec![format!(
+            "{shown} is up to date ({} CRDs match the Rust types)",
             generated.len()
-        );
+        )])
     } else {
-        for name in write_crd_dir(&generated, &dir)? {
-            println!("wrote deploy/crds/{name}");
-        }
+        Ok(write_crd_dir(&generated, dir)?
+            .into_iter()
+            .map(|name| format!("wrote {shown}/{name}"))
+            .collect())
     }
-    Ok(())
 }

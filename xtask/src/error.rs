@@ -40,8 +40,8 @@ pub enum XtaskError {
     DuplicateObject { file: String, object: String },
 
     /// `cargo xtask crds --check` found committed CRD files that differ from the Rust types.
-    #[error("deploy/crds is out of date ({details}); run `cargo xtask crds` and commit the result")]
-    CrdsOutOfDate { details: String },
+    #[error("{dir} is out of date ({details}); run `cargo xtask crds` and commit the result")]
+    CrdsOutOfDate { dir: String, details: String },
 }
 
 impl XtaskError {

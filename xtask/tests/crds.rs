@@ -2,7 +2,9 @@
 
 use std::fs;
 
-use xtask::crds::{CrdDrift, GENERATED_HEADER, all_crd_files, compare_crd_dir, write_crd_dir};
+use xtask::crds::{
+    CrdDrift, GENERATED_HEADER, all_crd_files, compare_crd_dir, run_in, write_crd_dir,
+};
 use xtask::manifest::{TypedObject, parse_typed_manifest};
 
 #[test]
@@ -63,4 +65,27 @@ fn writing_then_checking_is_clean_and_drift_is_reported() {
 #[test]
 fn rendering_is_deterministic() {
     assert_eq!(all_crd_files().unwrap(), all_crd_files().unwrap());
+}
+
+#[test]
+fn check_fails_with_one_line_naming_the_stale_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = run_in(dir.path(), "crds-under-test", true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("crds-under-test is out of date (missing: "),
+        "{error}"
+    );
+    assert!(error.contains("agents.x-k8s.io_sandboxes.yaml"), "{error}");
+    assert!(error.contains("run `cargo xtask crds`"), "{error}");
+    assert_eq!(error.lines().count(), 1);
+
+    let written = run_in(dir.path(), "crds-under-test", false).unwrap();
+    assert_eq!(written.len(), 4);
+    let checked = run_in(dir.path(), "crds-under-test", true).unwrap();
+    assert_eq!(
+        checked,
+        ["crds-under-test is up to date (4 CRDs match the Rust types)"]
+    );
 }
