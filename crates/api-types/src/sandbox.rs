@@ -177,12 +177,20 @@ pub struct SandboxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Retain"))]
     pub shutdown_policy: Option<ShutdownPolicy>,
-    /// `Running` (default) or `Suspended`.
-    #[serde(default)]
-    pub operating_mode: OperatingMode,
+    /// `Running` or `Suspended`; the API server defaults it to `Running`. `None` is not
+    /// serialized (like Go's empty string), so a writer that leaves it unset never takes
+    /// ownership of the field away from the user (server-side apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Running"))]
+    pub operating_mode: Option<OperatingMode>,
 }
 
 impl SandboxSpec {
+    /// The operating mode in force (`Running` when unset).
+    pub fn effective_operating_mode(&self) -> OperatingMode {
+        self.operating_mode.unwrap_or_default()
+    }
+
     /// The policy that applies at expiry (`Retain` when unset).
     pub fn effective_shutdown_policy(&self) -> ShutdownPolicy {
         self.shutdown_policy.unwrap_or_default()

@@ -71,6 +71,9 @@ fn lost_fields(
         leaf => {
             let same = match (leaf, round_tripped) {
                 (Value::Number(a), Some(Value::Number(b))) => a.as_f64() == b.as_f64(),
+                // A resource.Quantity written as a number is kept as its string form (Go does
+                // the same).
+                (Value::Number(a), Some(Value::String(b))) => b.parse::<f64>().ok() == a.as_f64(),
                 (a, Some(b)) => a == b,
                 (_, None) => false,
             };

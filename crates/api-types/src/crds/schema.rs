@@ -7,6 +7,8 @@
 //! marks nothing `nullable`); turn enums with documented variants into plain `enum` lists; drop
 //! descriptions and titles (the reference is generated with `maxDescLen=0`).
 
+use std::collections::HashMap;
+
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -38,15 +40,20 @@ pub(crate) fn kind_schema<Spec: JsonSchema, Status: JsonSchema>(with_status: boo
         "properties": properties,
         "required": ["spec"],
     });
-    inline_refs(&mut root, &definitions, 0);
+    inline_refs(&mut root, &definitions, &mut HashMap::new(), 0);
     normalize(&mut root);
     root
 }
 
 /// Replaces `{"$ref": "#/…/Name", …}` by the definition of `Name` (itself fully inlined, then
 /// given its [`markers`]); sibling keywords of the `$ref` (a field's own `default`,
-/// `x-kubernetes-*`, …) win over the definition's.
-fn inline_refs(schema: &mut Value, definitions: &Map<String, Value>, depth: usize) {
+/// `x-kubernetes-*`, …) win over the definition's. `inlined` caches finished definitions.
+fn inline_refs(
+    schema: &mut Value,
+    definitions: &Map<String, Value>,
+    inlined: &mut HashMap<String, Map<String, Value>>,
+    depth: usize,
+) {
     // Kubernetes schemas are not recursive except JSONSchemaProps, which we do not embed.
     assert!(
         depth < 64,
@@ -55,21 +62,24 @@ fn inline_refs(schema: &mut Value, definitions: &Map<String, Value>, depth: usiz
     match schema {
         Value::Object(object) => {
             for value in object.values_mut() {
-                inline_refs(value, definitions, depth + 1);
+                inline_refs(value, definitions, inlined, depth + 1);
             }
             if let Some(Value::String(reference)) = object.remove("$ref") {
-                let name = reference.rsplit('/').next().unwrap_or_default();
-                let Some(definition) = definitions.get(name) else {
-                    panic!("schema refers to unknown definition {reference}");
-                };
-                let mut inlined = definition.clone();
-                inline_refs(&mut inlined, definitions, depth + 1);
-                markers::apply(name, &mut inlined);
+                let name = reference.rsplit('/').next().unwrap_or_default().to_owned();
+                if !inlined.contains_key(&name) {
+                    let Some(definition) = definitions.get(&name) else {
+                        panic!("schema refers to unknown definition {reference}");
+                    };
+                    let mut definition = definition.clone();
+                    inline_refs(&mut definition, definitions, inlined, depth + 1);
+                    markers::apply(&name, &mut definition);
+                    let Value::Object(definition) = definition else {
+                        panic!("definition {name} is not a schema object");
+                    };
+                    inlined.insert(name.clone(), definition);
+                }
                 let siblings = std::mem::take(object);
-                let Value::Object(inlined) = inlined else {
-                    panic!("definition {name} is not a schema object");
-                };
-                *object = inlined;
+                *object = inlined[&name].clone();
                 for (key, value) in siblings {
                     object.insert(key, value);
                 }
@@ -77,7 +87,7 @@ fn inline_refs(schema: &mut Value, definitions: &Map<String, Value>, depth: usiz
         }
         Value::Array(items) => {
             for item in items {
-                inline_refs(item, definitions, depth + 1);
+                inline_refs(item, definitions, inlined, depth + 1);
             }
         }
         _ => {}
@@ -117,16 +127,6 @@ fn normalize(schema: &mut Value) {
         }
         return;
     };
-    object.remove("description");
-    object.remove("title");
-    object.remove("nullable");
-    if let Some(Value::Array(types)) = object.get_mut("type") {
-        types.retain(|t| t != "null");
-        if types.len() == 1 {
-            let single = types.remove(0);
-            object.insert("type".into(), single);
-        }
-    }
     if let Some(Value::Array(alternatives)) = object.get_mut("anyOf") {
         alternatives.retain(|alternative| !is_null_schema(alternative));
         if alternatives.len() == 1 {
@@ -139,6 +139,16 @@ fn normalize(schema: &mut Value) {
             }
         }
     }
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let single = types.remove(0);
+            object.insert("type".into(), single);
+        }
+    }
+    object.remove("description");
+    object.remove("title");
+    object.remove("nullable");
     if let Some(values) = object.get("oneOf").and_then(enum_constants) {
         object.remove("oneOf");
         object.insert("type".into(), Value::from("string"));
