@@ -220,6 +220,9 @@ fn kubectl_apply(kubeconfig: &Path, file: &Path) -> String {
     let output = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        // Keep kubectl's discovery cache out of the user's home directory.
+        .arg("--cache-dir")
+        .arg(kubeconfig.with_file_name("kubectl-cache"))
         .args(["apply", "--validate=false", "-f"])
         .arg(file)
         .output()
