@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::sandbox::{PersistentVolumeClaimTemplate, PodMetadata, without_schema_default};
 
+/// Field path the controllers index SandboxClaims by (the referenced pool's name).
+pub const WARM_POOL_REF_FIELD: &str = ".spec.warmPoolRef.name";
+
 /// Reference to a SandboxWarmPool in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct WarmPoolRef {

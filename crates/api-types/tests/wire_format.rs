@@ -350,3 +350,64 @@ fn numeric_quantities_and_int_or_string_ports_survive_the_flattened_blueprint() 
         json!("http")
     );
 }
+
+#[test]
+fn warm_pool_always_emits_status_like_the_reference() {
+    use kube::core::object::HasStatus;
+    use kube::{CustomResourceExt, Resource};
+
+    let mut pool = SandboxWarmPool::new(
+        "example-warmpool",
+        SandboxWarmPoolSpec {
+            replicas: Some(2),
+            sandbox_template_ref: SandboxTemplateRef {
+                name: "example-template".into(),
+            },
+            update_strategy: Some(UpdateStrategy {
+                type_: UpdateStrategyType::Recreate,
+            }),
+        },
+    );
+    assert_eq!(
+        to_json(&pool),
+        json!({
+            "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+            "kind": "SandboxWarmPool",
+            "metadata": {"name": "example-warmpool"},
+            "spec": {
+                "replicas": 2,
+                "sandboxTemplateRef": {"name": "example-template"},
+                "updateStrategy": {"type": "Recreate"},
+            },
+            "status": {},
+        })
+    );
+    *pool.status_mut() = Some(SandboxWarmPoolStatus {
+        ready_replicas: 1,
+        ..Default::default()
+    });
+    assert_eq!(to_json(&pool)["status"], json!({"readyReplicas": 1}));
+
+    let back: SandboxWarmPool = serde_json::from_value(to_json(&pool)).unwrap();
+    assert_eq!(back, pool);
+    let without_status: SandboxWarmPool = serde_json::from_value(json!({
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxWarmPool",
+        "metadata": {"name": "p"},
+        "spec": {"sandboxTemplateRef": {"name": "t"}},
+    }))
+    .unwrap();
+    assert_eq!(without_status.status, None);
+
+    assert_eq!(
+        SandboxWarmPool::api_version(&()),
+        "extensions.agents.x-k8s.io/v1beta1"
+    );
+    assert_eq!(SandboxWarmPool::plural(&()), "sandboxwarmpools");
+    assert_eq!(
+        SandboxWarmPool::crd_name(),
+        "sandboxwarmpools.extensions.agents.x-k8s.io"
+    );
+    assert_eq!(SandboxWarmPool::shortnames(), &["swp"]);
+    assert_eq!(SandboxWarmPool::api_resource().kind, "SandboxWarmPool");
+}
