@@ -1,1 +1,22 @@
-fn main() {}
+//! `cargo xtask`: a thin dispatcher over the `xtask` library. Errors are printed as one line
+//! and exit with status 1; command-line syntax errors are clap's (status 2).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use xtask::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Crds(args) => xtask::crds::run(args.check),
+        Command::Release(args) => xtask::release::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The `cargo xtask` command line. `main.rs` parses [`Cli`] and dispatches on [`Command`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::release::{DEFAULT_REGISTRY, default_version};
+
+/// Project automation for agent-sandbox.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The verbs of `cargo xtask`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write deploy/crds/*.yaml from the Rust API types (one file per CRD).
+    Crds(CrdsArgs),
+    /// Write the release manifests sandbox.yaml, extensions.yaml and
+    /// sandbox-with-extensions.yaml.
+    Release(ReleaseArgs),
+}
+
+/// Arguments of `cargo xtask crds`.
+#[derive(Debug, Args)]
+pub struct CrdsArgs {
+    /// Do not write anything; fail (exit 1) when the committed deploy/crds/*.yaml differ from
+    /// what the Rust types generate. CI runs this.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Arguments of `cargo xtask release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Release version: `v` followed by a semantic version without build metadata
+    /// (e.g. v0.3.1, v1.0.0-rc.1). Used as the image tag.
+    /// [default: v + the workspace version]
+    #[arg(long, value_name = "vX.Y.Z")]
+    pub version: Option<String>,
+
+    /// Image registry and repository prefix; images are REGISTRY/sandbox-controller:VERSION
+    /// and REGISTRY/extensions-controller:VERSION. The default is a placeholder under the
+    /// reserved `.invalid` domain that no cluster can pull from: pass your registry.
+    #[arg(long, value_name = "REGISTRY", default_value = DEFAULT_REGISTRY)]
+    pub registry: String,
+
+    /// Output directory, created if missing. [default: <workspace>/dist]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl ReleaseArgs {
+    /// The version to release: the flag, or `v` + the workspace version.
+    pub fn version_or_default(&self) -> String {
+        self.version.clone().unwrap_or_else(default_version)
+    }
+}

@@ -1,0 +1,21 @@
+//! Project automation behind `cargo xtask`.
+//!
+//! The binary (`src/main.rs`) only parses the command line and dispatches; everything it does
+//! lives here so tests and later verbs (`dev`, `bench`, `docs`) can reuse it:
+//!
+//! - [`crds`]: render the CustomResourceDefinitions from the Rust types in `api-types` into
+//!   `deploy/crds/*.yaml`, or check that the committed files are up to date.
+//! - [`release`]: assemble `sandbox.yaml`, `extensions.yaml` and `sandbox-with-extensions.yaml`
+//!   from the hand-written pieces in `deploy/` plus the generated CRDs.
+//! - [`manifest`]: multi-document YAML handling and strict parsing of every document into the
+//!   k8s-openapi type its `apiVersion`/`kind` claims.
+//! - [`workspace`]: where the repository's files are.
+
+pub mod cli;
+pub mod crds;
+pub mod error;
+pub mod manifest;
+pub mod release;
+pub mod workspace;
+
+pub use error::XtaskError;
