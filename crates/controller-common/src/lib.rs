@@ -1,1 +1,2 @@
 //! Plumbing shared by both controller binaries. Knows no CRD.
+pub mod args;
