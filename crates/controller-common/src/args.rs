@@ -16,7 +16,8 @@ use tracing_subscriber::EnvFilter;
 pub const DEFAULT_LEADER_ELECTION_NAMESPACE: &str = "agent-sandbox-system";
 
 /// Where Kubernetes mounts the namespace of the pod's service account.
-pub const IN_CLUSTER_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+pub const IN_CLUSTER_NAMESPACE_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// Flags common to both controller binaries. Add it to a binary's own parser with
 /// `#[command(flatten)] common: CommonArgs`.
@@ -285,7 +286,9 @@ impl FromStr for BindAddress {
             }
             inner.to_owned()
         } else if host.contains(':') {
-            return Err(format!("IPv6 addresses need brackets, e.g. [::1]:8080; got {s:?}"));
+            return Err(format!(
+                "IPv6 addresses need brackets, e.g. [::1]:8080; got {s:?}"
+            ));
         } else if host.is_empty() {
             "0.0.0.0".to_owned()
         } else {
@@ -413,9 +416,15 @@ mod tests {
         );
         let v6: BindAddress = "[::1]:8443".parse().unwrap();
         assert_eq!(v6.to_string(), "[::1]:8443");
-        assert_eq!(":8080".parse::<BindAddress>().unwrap().to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            ":8080".parse::<BindAddress>().unwrap().to_string(),
+            "0.0.0.0:8080"
+        );
         for bad in ["8080", ":http", "::1:80", "[::1:80", "host:70000", "[zz]:1"] {
-            assert!(bad.parse::<BindAddress>().is_err(), "{bad} should be rejected");
+            assert!(
+                bad.parse::<BindAddress>().is_err(),
+                "{bad} should be rejected"
+            );
         }
     }
 
@@ -487,16 +496,28 @@ mod tests {
             assert!(help.contains(flag), "help lacks {flag}:\n{help}");
         }
         for env in ENV_NAMES {
-            assert!(help.contains(&format!("env: {env}")), "help lacks env {env}:\n{help}");
+            assert!(
+                help.contains(&format!("env: {env}")),
+                "help lacks env {env}:\n{help}"
+            );
         }
     }
 
     #[test]
     fn namespace_resolution_order() {
-        assert_eq!(resolve_namespace(Some("ns-flag"), Some("ns-file"), Some("ns-env")), "ns-flag");
-        assert_eq!(resolve_namespace(None, Some("ns-file\n"), Some("ns-env")), "ns-file");
+        assert_eq!(
+            resolve_namespace(Some("ns-flag"), Some("ns-file"), Some("ns-env")),
+            "ns-flag"
+        );
+        assert_eq!(
+            resolve_namespace(None, Some("ns-file\n"), Some("ns-env")),
+            "ns-file"
+        );
         assert_eq!(resolve_namespace(None, None, Some("ns-env")), "ns-env");
-        assert_eq!(resolve_namespace(None, Some("  "), None), DEFAULT_LEADER_ELECTION_NAMESPACE);
+        assert_eq!(
+            resolve_namespace(None, Some("  "), None),
+            DEFAULT_LEADER_ELECTION_NAMESPACE
+        );
     }
 
     #[test]

@@ -1,2 +1,8 @@
 //! Plumbing shared by both controller binaries. Knows no CRD.
+pub mod admin;
 pub mod args;
+pub mod client;
+pub mod error;
+pub mod rate_limit;
+
+pub use error::Error;
