@@ -3,6 +3,7 @@ pub mod admin;
 pub mod args;
 pub mod client;
 pub mod error;
+pub mod leader_election;
 pub mod rate_limit;
 
 pub use error::Error;
