@@ -5,5 +5,6 @@ pub mod client;
 pub mod error;
 pub mod leader_election;
 pub mod rate_limit;
+pub mod telemetry;
 
 pub use error::Error;
