@@ -4,6 +4,7 @@ pub mod args;
 pub mod client;
 pub mod error;
 pub mod leader_election;
+pub mod metrics;
 pub mod rate_limit;
 pub mod runtime;
 pub mod telemetry;
