@@ -127,6 +127,27 @@ impl CommonArgs {
     }
 }
 
+impl CommonArgs {
+    /// The reference's non-fatal concurrency warnings for a binary running `total_workers`
+    /// reconcile workers in all: more than 1000 workers, or (with a client-side limit) more
+    /// workers than `--kube-api-burst`. Log each one at startup.
+    pub fn concurrency_warnings(&self, total_workers: u64) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if total_workers > 1000 {
+            warnings.push(format!(
+                "{total_workers} concurrent workers in total is more than 1000; the API server may be overloaded"
+            ));
+        }
+        if self.kube_api_qps > 0.0 && total_workers > u64::from(self.kube_api_burst) {
+            warnings.push(format!(
+                "{total_workers} concurrent workers exceed --kube-api-burst={}; workers will wait on the client-side rate limit (--kube-api-qps={})",
+                self.kube_api_burst, self.kube_api_qps
+            ));
+        }
+        warnings
+    }
+}
+
 /// Pure resolution order for the Lease namespace (see [`CommonArgs::leader_election_namespace`]).
 pub fn resolve_namespace(flag: Option<&str>, file: Option<&str>, env: Option<&str>) -> String {
     [flag, file, env]
@@ -507,6 +528,22 @@ mod tests {
                 "help lacks env {env}:\n{help}"
             );
         }
+    }
+
+    #[test]
+    fn concurrency_warnings_follow_the_reference() {
+        let unlimited = parse(&["--kube-api-qps=-1", "--kube-api-burst=10"]).unwrap();
+        assert!(
+            unlimited.concurrency_warnings(152).is_empty(),
+            "no limit, no burst warning"
+        );
+        assert_eq!(unlimited.concurrency_warnings(1001).len(), 1);
+        let limited = parse(&["--kube-api-qps=50", "--kube-api-burst=100"]).unwrap();
+        assert!(limited.concurrency_warnings(100).is_empty());
+        let w = limited.concurrency_warnings(152);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("--kube-api-burst=100"), "{w:?}");
+        assert_eq!(limited.concurrency_warnings(2000).len(), 2);
     }
 
     #[test]
