@@ -239,13 +239,16 @@ impl LeaderElector {
     /// One client-go style attempt: create the Lease, renew it, or take it over when free or
     /// expired. Returns whether this candidate holds the Lease afterwards.
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
-        // Fast path: the leader renews from its last write without reading first.
+        // Fast path: the leader renews from its last write without reading first. Any
+        // failure (conflict, deleted Lease, transient error) falls back to reading the Lease.
         if self.is_leader()
             && let Some(observed) = self.observed.clone()
         {
             let record = self.desired_record(Some(&observed.record));
-            if self.replace_from(&observed.lease, &record).await? {
-                return Ok(true);
+            match self.replace_from(&observed.lease, &record).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "lease renewal without read failed; reading"),
             }
         }
 

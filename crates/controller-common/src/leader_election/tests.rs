@@ -192,6 +192,16 @@ async fn leadership_is_lost_when_another_holder_writes_the_lease() {
 }
 
 #[tokio::test]
+async fn a_leader_recreates_a_deleted_lease_and_keeps_leading() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    lock(&fake.state).leases.clear();
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    assert_eq!(fake.holder().as_deref(), Some("a"));
+}
+
+#[tokio::test]
 async fn release_is_a_no_op_for_a_non_leader() {
     let fake = Fake::start().await;
     let mut a = fake.elector("a", slow_lease());
