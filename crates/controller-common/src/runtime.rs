@@ -9,6 +9,7 @@
 //!   acquire the Lease (when --leader-elect)  standby until then
 //!   start(Context)                           only on the leader
 //!   signal   -> cancel Context::shutdown, wait for start's future (bounded), release Lease, Ok
+//!               (a second signal exits with code 1 at once)
 //!   lost     -> cancel Context::shutdown, wait (bounded), Err(LeadershipLost)  (exit non-zero)
 //!   start's future returns -> release Lease, Ok / Err(Controllers)
 //! ```
@@ -84,39 +85,78 @@ pub struct Context {
     pub probe_addr: Option<std::net::SocketAddr>,
 }
 
-/// Cancels the returned token on the first SIGTERM or SIGINT. Must be called inside a tokio
-/// runtime.
+/// Cancels the returned token on the first SIGTERM or SIGINT; a second signal exits the
+/// process at once with code 1 (for an operator who does not want to wait for the graceful
+/// shutdown). The handlers are registered before this function returns, so no signal that
+/// arrives afterwards kills the process abruptly. Must be called inside a tokio runtime.
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let trigger = token.clone();
+    let mut signals = Signals::register();
     tokio::spawn(async move {
-        let signal = wait_for_signal().await;
-        tracing::info!(%signal, "shutdown signal received; stopping");
+        let first = signals.next().await;
+        tracing::info!(signal = %first, "shutdown signal received; stopping (send another to exit now)");
         trigger.cancel();
+        let second = signals.next().await;
+        tracing::warn!(signal = %second, "second shutdown signal; exiting without waiting");
+        std::process::exit(1);
     });
     token
 }
 
-#[cfg(unix)]
-async fn wait_for_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the process");
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
-        }
-    }
+/// SIGTERM and SIGINT streams.
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
 }
 
-#[cfg(not(unix))]
-async fn wait_for_signal() -> &'static str {
-    let _ = tokio::signal::ctrl_c().await;
-    "Ctrl-C"
+impl Signals {
+    #[cfg(unix)]
+    fn register() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for {name}");
+                None
+            }
+        };
+        Signals {
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+            int: listen(SignalKind::interrupt(), "SIGINT"),
+        }
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) -> &'static str {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.term) => "SIGTERM",
+            _ = recv(&mut self.int) => "SIGINT",
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn register() -> Signals {
+        Signals {}
+    }
+
+    #[cfg(not(unix))]
+    async fn next(&mut self) -> &'static str {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
