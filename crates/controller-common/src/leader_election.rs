@@ -291,11 +291,26 @@ impl LeaderElector {
     }
 
     /// Retries [`Self::try_acquire_or_renew`] every retry period until this candidate leads
-    /// (`true`) or `cancel` fires (`false`). API errors are logged and retried.
+    /// (`true`) or `cancel` fires (`false`). API errors are logged and retried; an attempt
+    /// that gets no answer within the renew deadline counts as an error.
     pub async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
-        let retry = self.config.timings.retry_period;
+        let LeaseTimings {
+            retry_period: retry,
+            renew_deadline,
+            ..
+        } = self.config.timings;
         loop {
-            match self.try_acquire_or_renew().await {
+            // A hung request must neither block shutdown nor stall the retries.
+            let attempt = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                r = tokio::time::timeout(renew_deadline, self.try_acquire_or_renew()) => r,
+            };
+            let attempt = attempt.unwrap_or_else(|_elapsed| {
+                Err(kube::Error::Service(
+                    format!("no answer within {renew_deadline:?}").into(),
+                ))
+            });
+            match attempt {
                 Ok(true) => {
                     tracing::info!(
                         lease = %format!("{}/{}", self.config.namespace, self.config.name),

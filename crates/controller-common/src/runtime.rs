@@ -33,6 +33,7 @@ use crate::error::Error;
 use crate::leader_election::{
     LeaderElectionConfig, LeaderElector, LeaseTimings, RenewOutcome, default_identity,
 };
+use crate::rate_limit::RateLimit;
 use crate::telemetry::TelemetryGuard;
 
 /// controller-runtime's default graceful-shutdown timeout.
@@ -169,6 +170,7 @@ pub struct Runtime {
     args: CommonArgs,
     spec: RunSpec,
     client: Client,
+    lease_client: Client,
     registry: Registry,
     readiness: Readiness,
     shutdown: CancellationToken,
@@ -180,17 +182,25 @@ impl Runtime {
     /// Production setup: telemetry ([`crate::telemetry::init`]), the kube client the flags
     /// describe ([`crate::client::build_client`]) and the signal handler. Call once, early in
     /// `main`, inside the tokio runtime.
+    ///
+    /// Leader election gets a second client from the same configuration with its own token
+    /// bucket (as controller-runtime gives its resource lock its own client), so a busy
+    /// controller exhausting `--kube-api-qps` cannot delay Lease renewals past the deadline.
     pub async fn init(args: &CommonArgs, spec: RunSpec) -> Result<Runtime, Error> {
         let telemetry = crate::telemetry::init(args, &spec.service_name)?;
-        let client = crate::client::build_client(args).await?;
+        let config = crate::client::load_config(args).await?;
+        let limit = RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst);
+        let client = crate::client::client_with_rate_limit(config.clone(), limit)?;
+        let lease_client = crate::client::client_with_rate_limit(config, limit)?;
         let shutdown = shutdown_on_signals();
         let mut runtime = Runtime::with_client(args, spec, client, shutdown);
+        runtime.lease_client = lease_client;
         runtime.telemetry = Some(telemetry);
         Ok(runtime)
     }
 
-    /// Setup around an existing client and shutdown token, without touching global telemetry
-    /// or signals (tests, embedding).
+    /// Setup around an existing client (used for the controllers and the Lease alike) and
+    /// shutdown token, without touching global telemetry or signals (tests, embedding).
     pub fn with_client(
         args: &CommonArgs,
         spec: RunSpec,
@@ -200,6 +210,7 @@ impl Runtime {
         Runtime {
             args: args.clone(),
             spec,
+            lease_client: client.clone(),
             client,
             registry: Registry::default(),
             readiness: Readiness::new(),
@@ -312,7 +323,7 @@ impl Runtime {
                 lease = %format!("{}/{}", config.namespace, config.name),
                 "waiting to acquire the leader lease"
             );
-            let mut candidate = LeaderElector::new(self.client.clone(), config);
+            let mut candidate = LeaderElector::new(self.lease_client.clone(), config);
             self.readiness.set_standby(true);
             if !candidate.acquire(&self.shutdown).await {
                 tracing::info!("shutdown before leading; nothing to stop");
@@ -446,8 +457,15 @@ async fn release(
     lease_token.cancel();
     match task.await {
         Ok((mut elector, RenewOutcome::Cancelled)) => {
-            if let Err(e) = elector.release().await {
-                tracing::warn!(error = %e, "could not release the leader lease; it will expire");
+            let bound = elector.config().timings.renew_deadline;
+            match tokio::time::timeout(bound, elector.release()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not release the leader lease; it will expire");
+                }
+                Err(_) => tracing::warn!(
+                    "no answer to the lease release within {bound:?}; the lease will expire"
+                ),
             }
         }
         Ok((_, RenewOutcome::Lost(message))) => {

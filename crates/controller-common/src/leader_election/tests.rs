@@ -202,6 +202,36 @@ async fn a_leader_recreates_a_deleted_lease_and_keeps_leading() {
 }
 
 #[tokio::test]
+async fn a_hung_api_server_neither_blocks_shutdown_nor_keeps_leadership() {
+    let fake = Fake::start().await;
+    lock(&fake.state).hang = true;
+    let mut a = fake.elector("a", fast());
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let acquiring = tokio::spawn(async move { a.acquire(&canceller).await });
+    cancel.cancel();
+    let acquired = tokio::time::timeout(Duration::from_secs(10), acquiring)
+        .await
+        .expect("cancellation ends a hung acquire")
+        .unwrap();
+    assert!(!acquired);
+
+    lock(&fake.state).hang = false;
+    let cancel = CancellationToken::new();
+    let (leading, task) = spawn_candidate(fake.elector("b", fast()), cancel.clone());
+    wait_for("b to lead", 10, || *leading.borrow()).await;
+    lock(&fake.state).hang = true;
+    let outcome = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("a hung renewal is a loss within the deadline")
+        .unwrap();
+    assert!(
+        matches!(outcome, Some(RenewOutcome::Lost(_))),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
 async fn release_is_a_no_op_for_a_non_leader() {
     let fake = Fake::start().await;
     let mut a = fake.elector("a", slow_lease());
