@@ -49,8 +49,14 @@ fn spawn_candidate(
 async fn exactly_one_of_two_contenders_leads() {
     let fake = Fake::start().await;
     let cancel = CancellationToken::new();
-    let (a, task_a) = spawn_candidate(fake.elector("a", fast()), cancel.clone());
-    let (b, task_b) = spawn_candidate(fake.elector("b", fast()), cancel.clone());
+    // Generous deadlines: a loaded machine must not turn this into a takeover test.
+    let timings = LeaseTimings {
+        lease_duration: Duration::from_secs(5),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(100),
+    };
+    let (a, task_a) = spawn_candidate(fake.elector("a", timings), cancel.clone());
+    let (b, task_b) = spawn_candidate(fake.elector("b", timings), cancel.clone());
 
     wait_for("a leader", 10, || *a.borrow() || *b.borrow()).await;
     let leader = if *a.borrow() { "a" } else { "b" };
@@ -69,6 +75,10 @@ async fn exactly_one_of_two_contenders_leads() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(fake.lease().unwrap()["spec"]["leaseTransitions"], json!(0));
+    assert_eq!(
+        fake.lease().unwrap()["spec"]["leaseDurationSeconds"],
+        json!(5)
+    );
 
     cancel.cancel();
     let outcomes = [task_a.await.unwrap(), task_b.await.unwrap()];

@@ -35,7 +35,7 @@ fn spec() -> RunSpec {
         shutdown_timeout: Duration::from_secs(5),
         lease_timings: LeaseTimings {
             lease_duration: Duration::from_secs(30),
-            renew_deadline: Duration::from_millis(600),
+            renew_deadline: Duration::from_secs(2),
             retry_period: Duration::from_millis(100),
         },
     }
