@@ -383,7 +383,7 @@ impl Runtime {
                 controllers_result(result)
             }
             End::Lost(message) => {
-                tracing::error!(%message, "lost the leader lease; stopping the controllers");
+                tracing::error!(reason = %message, "lost the leader lease; stopping the controllers");
                 lease_gauge.set(0);
                 leader_tx.send_replace(false);
                 controllers_token.cancel();
@@ -402,7 +402,7 @@ impl Runtime {
                 let drained = tokio::select! {
                     r = tokio::time::timeout(timeout, &mut controllers) => Some(r),
                     lost = lease_lost(&mut renewal) => {
-                        tracing::error!(message = %lost, "lost the leader lease while stopping");
+                        tracing::error!(reason = %lost, "lost the leader lease while stopping");
                         None
                     }
                 };
@@ -469,7 +469,7 @@ async fn release(
             }
         }
         Ok((_, RenewOutcome::Lost(message))) => {
-            tracing::warn!(%message, "lease was lost while stopping; nothing to release");
+            tracing::warn!(reason = %message, "lease was lost while stopping; nothing to release");
         }
         Err(e) => tracing::warn!(error = %e, "lease renewal task failed"),
     }
