@@ -34,6 +34,7 @@ use crate::leader_election::{
     LeaderElectionConfig, LeaderElector, LeaseTimings, RenewOutcome, default_identity,
 };
 use crate::rate_limit::RateLimit;
+use crate::request_metrics::RequestMetrics;
 use crate::telemetry::TelemetryGuard;
 
 /// controller-runtime's default graceful-shutdown timeout.
@@ -176,11 +177,13 @@ pub struct Runtime {
     shutdown: CancellationToken,
     identity: String,
     telemetry: Option<TelemetryGuard>,
+    request_metrics: Option<RequestMetrics>,
 }
 
 impl Runtime {
     /// Production setup: telemetry ([`crate::telemetry::init`]), the kube client the flags
-    /// describe ([`crate::client::build_client`]) and the signal handler. Call once, early in
+    /// describe ([`crate::client::load_config`], rate limited, requests counted in
+    /// `rest_client_requests_total`) and the signal handler. Call once, early in
     /// `main`, inside the tokio runtime.
     ///
     /// Leader election gets a second client from the same configuration with its own token
@@ -190,17 +193,21 @@ impl Runtime {
         let telemetry = crate::telemetry::init(args, &spec.service_name)?;
         let config = crate::client::load_config(args).await?;
         let limit = RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst);
-        let client = crate::client::client_with_rate_limit(config.clone(), limit)?;
-        let lease_client = crate::client::client_with_rate_limit(config, limit)?;
+        let requests = RequestMetrics::new();
+        let client = crate::client::instrumented_client(config.clone(), limit, &requests)?;
+        let lease_client = crate::client::instrumented_client(config, limit, &requests)?;
         let shutdown = shutdown_on_signals();
         let mut runtime = Runtime::with_client(args, spec, client, shutdown);
         runtime.lease_client = lease_client;
         runtime.telemetry = Some(telemetry);
+        runtime.request_metrics = Some(requests);
         Ok(runtime)
     }
 
     /// Setup around an existing client (used for the controllers and the Lease alike) and
-    /// shutdown token, without touching global telemetry or signals (tests, embedding).
+    /// shutdown token, without touching global telemetry or signals (tests, embedding). No
+    /// `rest_client_requests_total` unless the client was built with
+    /// [`crate::client::instrumented_client`] and its family registered by the caller.
     pub fn with_client(
         args: &CommonArgs,
         spec: RunSpec,
@@ -217,6 +224,7 @@ impl Runtime {
             shutdown,
             identity: default_identity(),
             telemetry: None,
+            request_metrics: None,
         }
     }
 
@@ -287,6 +295,9 @@ impl Runtime {
                 "1 while this replica holds the named leader-election Lease, 0 otherwise",
                 leader_status.clone(),
             );
+        }
+        if let Some(requests) = &self.request_metrics {
+            requests.register(&mut self.registry);
         }
         let lease_gauge = leader_status.get_or_create_owned(&LeaseLabel {
             name: self.spec.lease_name.clone(),
