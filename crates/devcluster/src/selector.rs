@@ -519,9 +519,10 @@ fn qualified_name_problem(key: &str) -> Option<String> {
             return Some("prefix part must be non-empty".to_string());
         }
         if !is_dns_subdomain(prefix) {
-            return Some(format!(
+            return Some(
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-            ));
+                    .to_string(),
+            );
         }
     }
     if name.is_empty() {
