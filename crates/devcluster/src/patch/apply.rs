@@ -9,7 +9,8 @@
 use serde_json::{Map, Value, json};
 
 use super::fieldset::{FieldPath, FieldSet, PathElement, remove_at, value_at};
-use super::shape::{FieldShape, ListType};
+use super::shape::FieldShape;
+use merge::merge_applied;
 
 /// The manager name the API server gives the fields of an object that had no `managedFields`
 /// when it was first applied to.
@@ -82,21 +83,24 @@ struct ManagedEntry {
 }
 
 impl ManagedEntry {
-    fn is(&self, manager: &str, operation: &str, subresource: &str) -> bool {
-        self.manager == manager && self.operation == operation && self.subresource == subresource
+    /// Whether this entry belongs to the manager identity: name, operation, subresource and,
+    /// for Update entries only, the apiVersion (an applier keeps one entry across versions).
+    fn is(&self, manager: &str, operation: &str, subresource: &str, api_version: &str) -> bool {
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource == subresource
+            && (operation == "Apply" || self.api_version == api_version)
     }
 
-    /// How conflict messages name this manager.
+    /// How conflict messages name this manager: `"name"`, plus ` with subresource "status"`,
+    /// plus ` using apps/v1` for Update entries.
     fn display_name(&self) -> String {
         let mut name = format!("{:?}", self.manager);
         if !self.subresource.is_empty() {
             name = format!("{name} with subresource {:?}", self.subresource);
         }
         if self.operation == "Update" {
-            name = match &self.time {
-                Some(time) => format!("{name} using {} at {time}", self.api_version),
-                None => format!("{name} using {}", self.api_version),
-            };
+            name = format!("{name} using {}", self.api_version);
         }
         name
     }
@@ -260,78 +264,6 @@ fn scope_config(applied: &Map<String, Value>, opts: &ApplyOptions) -> Map<String
     config
 }
 
-/// Merge an applied configuration into the live object: maps recursively (`null` removes),
-/// map-lists and sets element by element, everything else replaced.
-fn merge_applied(
-    live: Option<&Value>,
-    config: &Value,
-    shape: &dyn FieldShape,
-    path: &mut Vec<String>,
-) -> Value {
-    match (live, config) {
-        (live, Value::Object(c)) => {
-            let mut out = match live {
-                Some(Value::Object(l)) => l.clone(),
-                _ => Map::new(),
-            };
-            for (key, value) in c {
-                if value.is_null() {
-                    out.remove(key);
-                    continue;
-                }
-                path.push(key.clone());
-                let merged = merge_applied(out.get(key), value, shape, path);
-                path.pop();
-                out.insert(key.clone(), merged);
-            }
-            Value::Object(out)
-        }
-        (Some(Value::Array(l)), Value::Array(c)) => {
-            let names: Vec<&str> = path.iter().map(String::as_str).collect();
-            match shape.list_type(&names) {
-                Some(ListType::Set) => {
-                    let mut out = l.clone();
-                    for item in c {
-                        if !out.contains(item) {
-                            out.push(item.clone());
-                        }
-                    }
-                    Value::Array(out)
-                }
-                Some(ListType::Map(keys)) => {
-                    let mut out = l.clone();
-                    for item in c {
-                        let same_key = |o: &Value| {
-                            keys.iter().all(|k| {
-                                let default_tcp =
-                                    || (k == "protocol").then(|| Value::String("TCP".to_string()));
-                                let want = item.get(k).cloned().or_else(default_tcp);
-                                let have = o.get(k).cloned().or_else(default_tcp);
-                                want == have
-                            })
-                        };
-                        match out.iter().position(same_key) {
-                            Some(i) => {
-                                let merged = merge_applied(Some(&out[i]), item, shape, path);
-                                out[i] = merged;
-                            }
-                            None => out.push(merge_applied(None, item, shape, path)),
-                        }
-                    }
-                    Value::Array(out)
-                }
-                Some(ListType::Atomic) | None => Value::Array(c.clone()),
-            }
-        }
-        (_, Value::Array(c)) => Value::Array(
-            c.iter()
-                .map(|item| merge_applied(None, item, shape, path))
-                .collect(),
-        ),
-        (_, other) => other.clone(),
-    }
-}
-
 /// Whether the path is a key field of a map-list element (never removed on its own: the element
 /// would lose its identity).
 fn is_key_field(path: &FieldPath) -> bool {
@@ -440,7 +372,7 @@ pub fn apply(
 
     let me = managers
         .iter()
-        .position(|e| e.is(&opts.manager, "Apply", &subresource));
+        .position(|e| e.is(&opts.manager, "Apply", &subresource, &api_version));
     let previous = me.map(|i| managers[i].fields.clone()).unwrap_or_default();
 
     // Conflicts: fields another manager owns that this apply changes.
@@ -521,7 +453,7 @@ fn finish(old: Option<&Value>, new: &mut Value, mut managers: Vec<ManagedEntry>)
             == managers.iter().filter(|e| !e.fields.is_empty()).count()
             && managers.iter().filter(|e| !e.fields.is_empty()).all(|e| {
                 stored.iter().any(|s| {
-                    s.is(&e.manager, &e.operation, &e.subresource)
+                    s.is(&e.manager, &e.operation, &e.subresource, &e.api_version)
                         && s.fields == e.fields
                         && s.api_version == e.api_version
                 })
@@ -628,7 +560,7 @@ pub fn record_update(
     };
     match managers
         .iter_mut()
-        .find(|e| e.is(manager, operation, subresource))
+        .find(|e| e.is(manager, operation, subresource, &api_version))
     {
         Some(entry) if !changed.is_empty() => {
             entry.fields = entry.fields.union(&changed);
@@ -650,5 +582,6 @@ pub fn record_update(
     finish(old_plain.as_ref(), new, managers);
 }
 
+mod merge;
 #[cfg(test)]
 mod tests;

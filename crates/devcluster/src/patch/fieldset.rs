@@ -239,6 +239,16 @@ fn decode_into(map: &Map<String, Value>, prefix: &FieldPath, out: &mut BTreeSet<
     }
 }
 
+/// The identity of a list element: its key fields (map-lists) or its value (sets), as the JSON
+/// that `k:`/`v:` path elements carry. `None` for atomic lists and unkeyable elements.
+pub(crate) fn list_item_id(item: &Value, list_type: &ListType) -> Option<String> {
+    match list_type {
+        ListType::Set => Some(canonical_json(item)),
+        ListType::Map(keys) => key_element(item, keys, false).ok().flatten(),
+        ListType::Atomic => None,
+    }
+}
+
 fn key_element(item: &Value, keys: &[String], strict: bool) -> Result<Option<String>, String> {
     let Value::Object(fields) = item else {
         return if strict {

@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use super::json::{go_fmt, go_json_kind};
 use super::shape::{BuiltinShape, PatchStrategy, builtin_shape};
 use super::{PatchError, TypeMeta};
 
@@ -22,11 +23,16 @@ pub fn strategic_merge_patch(
     patch: &Value,
     type_meta: &TypeMeta,
 ) -> Result<Value, PatchError> {
-    let Value::Object(patch) = patch else {
-        return Err(PatchError::BadRequest(
-            "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
-                .to_string(),
-        ));
+    let patch = match patch {
+        Value::Object(p) => p,
+        // decodes to an empty map: nothing changes
+        Value::Null => return Ok(target.clone()),
+        other => {
+            return Err(PatchError::BadRequest(format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                go_json_kind(other)
+            )));
+        }
     };
     let shape = builtin_shape(type_meta);
     let original = match target {
@@ -46,18 +52,11 @@ fn directive_of(patch: &Map<String, Value>) -> Result<Option<&str>, PatchError> 
         Some(Value::String(s)) if matches!(s.as_str(), "replace" | "merge" | "delete") => {
             Ok(Some(s.as_str()))
         }
-        Some(other) => Err(PatchError::BadRequest(format!(
-            "Unknown patch type: {} in map: {}",
-            value_text(other),
-            Value::Object(patch.clone())
+        Some(other) => Err(PatchError::Internal(format!(
+            "unknown patch type: {} in map: {}",
+            go_fmt(other),
+            go_fmt(&Value::Object(patch.clone()))
         ))),
-    }
-}
-
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -108,35 +107,31 @@ fn merge_map(
             let mut names = Vec::new();
             for key in keys {
                 let Value::String(name) = key else {
-                    return Err(PatchError::BadRequest(format!(
-                        "$retainKeys must be a list of strings, got {key}"
-                    )));
+                    return Err(bad_retain_keys());
                 };
                 names.push(name.clone());
             }
             for key in patch.keys().filter(|k| !k.starts_with('$')) {
                 if !names.contains(key) && !patch[key].is_null() {
-                    return Err(PatchError::Unprocessable(format!(
-                        "The $retainKeys directive is not consistent with the patch: key {key} is in the patch but not in $retainKeys"
-                    )));
+                    return Err(PatchError::Invalid {
+                        detail: format!(
+                            "patch content doesn't match retainKeys list: {key} is not in $retainKeys"
+                        ),
+                    });
                 }
             }
             Some(names)
         }
-        Some(other) => {
-            return Err(PatchError::BadRequest(format!(
-                "$retainKeys must be a list of strings, got {other}"
-            )));
-        }
+        Some(_) => return Err(bad_retain_keys()),
     };
 
     // $deleteFromPrimitiveList first, so that a merge of the same list in the patch adds back.
     for (key, value) in patch {
         if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
             let Value::Array(remove) = value else {
-                return Err(PatchError::BadRequest(format!(
-                    "{key}: the value of a $deleteFromPrimitiveList directive must be a list"
-                )));
+                return Err(PatchError::BadRequest(
+                    "invalid patch format of primitive list".to_string(),
+                ));
             };
             if let Some(Value::Array(items)) = original.get_mut(field) {
                 items.retain(|item| !remove.contains(item));
@@ -163,9 +158,9 @@ fn merge_map(
     for (key, value) in patch {
         if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
             let Value::Array(order) = value else {
-                return Err(PatchError::BadRequest(format!(
-                    "{key}: the value of a $setElementOrder directive must be a list"
-                )));
+                return Err(PatchError::BadRequest(
+                    "invalid patch format of setElementOrder list".to_string(),
+                ));
             };
             path.push(field.to_string());
             let strategy = shape.patch_strategy(&as_strs(path));
@@ -180,6 +175,10 @@ fn merge_map(
         original.retain(|k, _| keep.contains(k));
     }
     Ok(Some(original))
+}
+
+fn bad_retain_keys() -> PatchError {
+    PatchError::BadRequest("invalid patch format of retainKeys".to_string())
 }
 
 fn as_strs(path: &[String]) -> Vec<&str> {
@@ -226,10 +225,16 @@ fn merge_list(
         Some(PatchStrategy::MergePrimitives) => {
             let mut out = original;
             for item in patch {
-                if item.is_object() || item.is_array() {
-                    return Err(PatchError::Unprocessable(format!(
-                        "{}: a list of primitives cannot contain {item}",
-                        path.join(".")
+                if item.is_array() {
+                    return Err(PatchError::Invalid {
+                        detail: "lists of lists are not supported".to_string(),
+                    });
+                }
+                if item.is_object() {
+                    return Err(PatchError::Internal(format!(
+                        "{}: a list of primitives cannot contain {}",
+                        path.join("."),
+                        go_fmt(item)
                     )));
                 }
                 if !out.contains(item) {
@@ -263,15 +268,16 @@ fn merge_keyed_list(
     }
     for item in patch {
         let Value::Object(element) = item else {
-            return Err(PatchError::Unprocessable(format!(
-                "{}: a list with merge key {key} cannot contain {item}",
-                path.join(".")
+            return Err(PatchError::Internal(format!(
+                "expected map[string]interface {{}}, but got {}",
+                go_json_kind(item)
             )));
         };
         let directive = directive_of(element)?;
         let Some(key_value) = element.get(key) else {
-            return Err(PatchError::Unprocessable(format!(
-                "map: {item} does not contain declared merge key: {key}"
+            return Err(PatchError::Internal(format!(
+                "map: {} does not contain declared merge key: {key}",
+                go_fmt(item)
             )));
         };
         let position = original.iter().position(|o| o.get(key) == Some(key_value));
@@ -477,11 +483,27 @@ mod tests {
         );
         let patch = json!({"metadata": {"$patch": "explode"}});
         let err = strategic_merge_patch(&base_pod(), &patch, &pod()).unwrap_err();
-        assert!(
-            err.to_string().starts_with("Unknown patch type: explode"),
-            "{err}"
+        assert_eq!(err.code(), 500);
+        assert_eq!(
+            err.to_string(),
+            "unknown patch type: explode in map: map[$patch:explode]"
         );
-        assert!(strategic_merge_patch(&base_pod(), &json!([1]), &pod()).is_err());
+        let patch = json!({"spec": {"containers": [{"image": "x", "tty": true, "n": 80}]}});
+        let err = strategic_merge_patch(&base_pod(), &patch, &pod()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "map: map[image:x n:80 tty:true] does not contain declared merge key: name"
+        );
+        let err = strategic_merge_patch(&base_pod(), &json!([1]), &pod()).unwrap_err();
+        assert_eq!(err.code(), 400);
+        assert_eq!(
+            err.to_string(),
+            "json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        assert_eq!(
+            strategic_merge_patch(&base_pod(), &json!(null), &pod()).unwrap(),
+            base_pod()
+        );
     }
 
     #[test]
