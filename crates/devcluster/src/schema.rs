@@ -231,6 +231,45 @@ impl StructuralSchema {
         }
     }
 
+    /// Compiles the schema of every version of an `apiextensions.k8s.io/v1` CRD object, in the
+    /// order of `spec.versions`, with error paths as the real server reports them
+    /// (`spec.versions[1].schema.openAPIV3Schema...`). A version without a schema is an error
+    /// (`schemas are required`), as in `apiextensions.k8s.io/v1`.
+    pub fn from_crd(crd: &Value) -> Result<Vec<(String, StructuralSchema)>, SchemaError> {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        let versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for (i, version) in versions.iter().enumerate() {
+            let name = version
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            match version.pointer("/schema/openAPIV3Schema") {
+                None | Some(Value::Null) => errors.push(FieldError::new(
+                    &path,
+                    FieldErrorKind::Required,
+                    None,
+                    "schemas are required",
+                )),
+                Some(schema) => match Self::from_openapi_at(schema, &path) {
+                    Ok(s) => out.push((name, s)),
+                    Err(SchemaError::Invalid(e)) => errors.extend(e),
+                },
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(SchemaError::Invalid(errors))
+        }
+    }
+
     /// Drops fields the schema does not specify (keeping everything under
     /// `x-kubernetes-preserve-unknown-fields`, `apiVersion`/`kind`/`metadata` of embedded resources,
     /// and `apiVersion`, `kind` and `metadata` at the top level, which the schema does not prune).

@@ -98,50 +98,6 @@ enum Level {
     Junctor,
 }
 
-/// Keywords a structural schema may carry. Anything else is rejected, as the real server does for
-/// fields that do not exist in `JSONSchemaProps`.
-const KNOWN_KEYWORDS: &[&str] = &[
-    "$schema",
-    "id",
-    "description",
-    "title",
-    "type",
-    "nullable",
-    "format",
-    "properties",
-    "additionalProperties",
-    "items",
-    "required",
-    "enum",
-    "default",
-    "example",
-    "externalDocs",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "x-kubernetes-preserve-unknown-fields",
-    "x-kubernetes-embedded-resource",
-    "x-kubernetes-int-or-string",
-    "x-kubernetes-list-type",
-    "x-kubernetes-list-map-keys",
-    "x-kubernetes-map-type",
-    "x-kubernetes-validations",
-];
-
 /// Keywords with no meaning to a structural schema that the real server refuses outright.
 const FORBIDDEN_KEYWORDS: &[(&str, &str)] = &[
     ("$ref", "$ref is not supported"),
@@ -245,16 +201,6 @@ impl Parser {
         for (key, msg) in FORBIDDEN_KEYWORDS {
             if obj.contains_key(*key) {
                 self.errors.push(forbidden(&format!("{path}.{key}"), *msg));
-            }
-        }
-        for key in obj.keys() {
-            if !KNOWN_KEYWORDS.contains(&key.as_str())
-                && !FORBIDDEN_KEYWORDS.iter().any(|(k, _)| k == key)
-            {
-                self.errors.push(forbidden(
-                    &format!("{path}.{key}"),
-                    format!("unknown field \"{key}\""),
-                ));
             }
         }
 

@@ -325,6 +325,52 @@ fn embedded_resources_need_api_version_and_kind() {
     );
 }
 
+#[test]
+fn from_crd_compiles_every_version_and_roots_errors_at_the_version() {
+    let crd = json!({"spec": {"versions": [
+        {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}},
+        {"name": "v2", "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {}}}}},
+        {"name": "v3"}
+    ]}});
+    let err = StructuralSchema::from_crd(&crd).unwrap_err();
+    assert_eq!(
+        messages(err.field_errors()),
+        vec![
+            "spec.versions[1].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+            "spec.versions[2].schema.openAPIV3Schema: Required value: schemas are required",
+        ]
+    );
+    let ok = StructuralSchema::from_crd(&json!({"spec": {"versions": [
+        {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}}
+    ]}}))
+    .unwrap();
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0].0, "v1");
+}
+
+#[test]
+fn updates_ratchet_unchanged_invalid_values() {
+    let s = spec_schema(json!({
+        "replicas": {"type": "integer", "minimum": 0},
+        "name": {"type": "string", "maxLength": 3}
+    }));
+    // Stored before the schema got stricter.
+    let old = json!({"spec": {"replicas": -1, "name": "long-name"}});
+    assert_eq!(s.validate(&old).len(), 2);
+    // Touching another field keeps the old values acceptable...
+    let mut new = old.clone();
+    new["metadata"] = json!({"labels": {"a": "b"}});
+    assert!(s.validate_update(&new, &old).is_empty());
+    // ...but a changed value is validated.
+    new["spec"]["replicas"] = json!(-2);
+    assert_eq!(
+        messages(&s.validate_update(&new, &old)),
+        vec![
+            "spec.replicas: Invalid value: -2: spec.replicas in body should be greater than or equal to 0"
+        ]
+    );
+}
+
 // ---- CEL ---------------------------------------------------------------------------------------
 
 fn immutable_vct_schema() -> StructuralSchema {

@@ -168,6 +168,13 @@ impl Validator<'_> {
         path: &str,
         is_resource_root: bool,
     ) {
+        // Validation ratcheting (on by default since Kubernetes 1.30): a value an update leaves
+        // unchanged is not validated again, so objects admitted under an older schema stay writable.
+        if let Some(o) = old
+            && json_equal(value, o)
+        {
+            return;
+        }
         if value.is_null() {
             if node.nullable {
                 return;
