@@ -181,26 +181,35 @@ impl fmt::Display for FieldError {
     }
 }
 
-/// Renders a value the way Go's field errors print it: strings quoted, numbers and booleans bare,
-/// null as `null`, maps and lists in Go's `%#v` shape for `map[string]interface {}`/`[]interface {}`.
+/// Renders a value the way Go's field errors print it: strings quoted, numbers (Go's `%v` for
+/// floats) and booleans bare, null as `"null"`, maps and lists in Go's `%#v` shape for
+/// `map[string]interface {}` and `[]interface {}`.
 pub(crate) fn render_value(v: &Value) -> String {
     match v {
-        Value::Null => "null".to_string(),
+        Value::Null => "\"null\"".to_string(),
+        other => render_go_syntax(other),
+    }
+}
+
+fn render_go_syntax(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".to_string(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(n) => validate::go_float(n.as_f64().unwrap_or(f64::NAN)),
         Value::String(s) => format!("{s:?}"),
         Value::Array(items) => format!(
             "[]interface {{}}{{{}}}",
             items
                 .iter()
-                .map(render_value)
+                .map(render_go_syntax)
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
         Value::Object(map) => format!(
             "map[string]interface {{}}{{{}}}",
             map.iter()
-                .map(|(k, v)| format!("{k:?}:{}", render_value(v)))
+                .map(|(k, v)| format!("{k:?}:{}", render_go_syntax(v)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -208,22 +208,10 @@ fn to_cel(node: Option<&Node>, v: &Value) -> cel::Value {
     }
 }
 
-/// The CEL type name of a JSON value, shown as the invalid value of a failed rule.
-fn cel_type_name(node: &Node, v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::String(_) => "string",
-        Value::Number(n) => {
-            if node.ty == Some(JsonType::Number) || (n.as_i64().is_none() && n.as_u64().is_none()) {
-                "number"
-            } else {
-                "integer"
-            }
-        }
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+/// The schema type of the node a rule sits on, shown as the invalid value of a failed rule
+/// (empty for int-or-string and untyped preserve-unknown-fields nodes).
+fn schema_type_name(node: &Node) -> &'static str {
+    node.ty.map(JsonType::name).unwrap_or("")
 }
 
 fn join_path(base: &str, suffix: &str) -> String {
@@ -260,7 +248,7 @@ pub(crate) fn evaluate(
             Some(fp) if !fp.is_empty() => join_path(path, fp),
             _ => path.to_string(),
         };
-        let type_name = Value::String(cel_type_name(node, value).to_string());
+        let type_name = Value::String(schema_type_name(node).to_string());
         match rule.program.execute(&ctx) {
             Ok(cel::Value::Bool(true)) => {}
             Ok(cel::Value::Bool(false)) => {
@@ -273,8 +261,10 @@ pub(crate) fn evaluate(
                     })
                     .or_else(|| rule.message.clone())
                     .unwrap_or_else(|| format!("failed rule: {}", rule.rule));
+                // As the real server: Forbidden and Required carry no value, Duplicate no message.
                 let (value, message) = match rule.reason {
                     FieldErrorKind::Forbidden | FieldErrorKind::Required => (None, message),
+                    FieldErrorKind::Duplicate => (Some(type_name), String::new()),
                     _ => (Some(type_name), message),
                 };
                 errors.push(FieldError::new(

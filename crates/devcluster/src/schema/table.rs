@@ -8,8 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::jsonpath;
-use super::timefmt;
+use super::{FieldError, FieldErrorKind, jsonpath, timefmt};
 
 mod builtin;
 
@@ -199,6 +198,95 @@ pub fn crd_columns(crd_version: &Value) -> Vec<Column> {
     columns
 }
 
+/// Checks the `additionalPrinterColumns` of one CRD version (at `path`, e.g.
+/// `spec.versions[0].additionalPrinterColumns`) as the real server does when the CRD is written.
+pub fn printer_column_errors(crd_version: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let Some(cols) = crd_version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+    else {
+        return errors;
+    };
+    for (i, c) in cols.iter().enumerate() {
+        let at = |field: &str| format!("{path}[{i}].{field}");
+        let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default();
+        if text("name").is_empty() {
+            errors.push(FieldError::new(
+                &at("name"),
+                FieldErrorKind::Required,
+                None,
+                "",
+            ));
+        }
+        let ty = text("type");
+        if ty.is_empty() {
+            errors.push(FieldError::new(
+                &at("type"),
+                FieldErrorKind::Required,
+                None,
+                "",
+            ));
+        } else if !PRINTER_COLUMN_TYPES.contains(&ty) {
+            errors.push(FieldError::not_supported(
+                &at("type"),
+                Value::String(ty.into()),
+                PRINTER_COLUMN_TYPES,
+            ));
+        }
+        let format = text("format");
+        if !format.is_empty() && !PRINTER_COLUMN_FORMATS.contains(&format) {
+            errors.push(FieldError::not_supported(
+                &at("format"),
+                Value::String(format.into()),
+                PRINTER_COLUMN_FORMATS,
+            ));
+        }
+        if c.get("priority")
+            .and_then(Value::as_i64)
+            .is_some_and(|p| p < 0)
+        {
+            errors.push(FieldError::new(
+                &at("priority"),
+                FieldErrorKind::Invalid,
+                c.get("priority").cloned(),
+                "must be non-negative",
+            ));
+        }
+        let json_path = text("jsonPath");
+        if json_path.is_empty() {
+            errors.push(FieldError::new(
+                &at("jsonPath"),
+                FieldErrorKind::Required,
+                None,
+                "",
+            ));
+        } else if !json_path.starts_with('.')
+            || jsonpath::eval(&format!("{{{json_path}}}"), &Value::Null).is_err()
+        {
+            errors.push(FieldError::new(
+                &at("jsonPath"),
+                FieldErrorKind::Invalid,
+                Some(Value::String(json_path.into())),
+                "must be a simple json path starting with .",
+            ));
+        }
+    }
+    errors
+}
+
+const PRINTER_COLUMN_TYPES: &[&str] = &["integer", "number", "string", "boolean", "date"];
+const PRINTER_COLUMN_FORMATS: &[&str] = &[
+    "int32",
+    "int64",
+    "float",
+    "double",
+    "byte",
+    "date",
+    "date-time",
+    "password",
+];
+
 /// A printer-column cell, converted as the apiextensions server does: the first result of the
 /// path; strings printed as JSONPath prints them; integers, numbers and booleans typed; dates as
 /// ages; nothing found is null.
@@ -384,6 +472,37 @@ mod tests {
             .collect();
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(table["rows"][0]["cells"], json!(["x", "120m"]));
+    }
+
+    #[test]
+    fn printer_columns_are_checked_when_the_crd_is_written() {
+        assert!(
+            printer_column_errors(
+                &sandbox_version(),
+                "spec.versions[0].additionalPrinterColumns"
+            )
+            .is_empty()
+        );
+        let bad = json!({"additionalPrinterColumns": [
+            {"name": "A", "type": "text", "jsonPath": "status.x"},
+            {"type": "string", "jsonPath": ".a[", "format": "fancy", "priority": -1}
+        ]});
+        let errs: Vec<String> =
+            printer_column_errors(&bad, "spec.versions[0].additionalPrinterColumns")
+                .iter()
+                .map(|e| e.to_string())
+                .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.versions[0].additionalPrinterColumns[0].type: Unsupported value: \"text\": supported values: \"integer\", \"number\", \"string\", \"boolean\", \"date\"",
+                "spec.versions[0].additionalPrinterColumns[0].jsonPath: Invalid value: \"status.x\": must be a simple json path starting with .",
+                "spec.versions[0].additionalPrinterColumns[1].name: Required value",
+                "spec.versions[0].additionalPrinterColumns[1].format: Unsupported value: \"fancy\": supported values: \"int32\", \"int64\", \"float\", \"double\", \"byte\", \"date\", \"date-time\", \"password\"",
+                "spec.versions[0].additionalPrinterColumns[1].priority: Invalid value: -1: must be non-negative",
+                "spec.versions[0].additionalPrinterColumns[1].jsonPath: Invalid value: \".a[\": must be a simple json path starting with .",
+            ]
+        );
     }
 
     #[test]

@@ -455,6 +455,35 @@ fn cel_rules_messages_reasons_and_field_paths() {
 }
 
 #[test]
+fn rule_reasons_shape_the_error_like_the_real_server() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {
+            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}],
+                     "x-kubernetes-validations": [{"rule": "self != 0", "message": "port must be set"}]},
+            "names": {"type": "array", "items": {"type": "string"},
+                      "x-kubernetes-validations": [{"rule": "self.all(n, self.exists_one(m, m == n))", "message": "ignored", "reason": "FieldValueDuplicate"}]},
+            "owner": {"type": "string", "x-kubernetes-validations": [{"rule": "self != ''", "message": "owner is needed", "reason": "FieldValueRequired"}]}
+        }}}
+    }));
+    assert!(
+        s.validate(&json!({"spec": {"port": 8080, "names": ["a", "b"], "owner": "me"}}))
+            .is_empty()
+    );
+    let errs = s.validate(&json!({"spec": {"port": 0, "names": ["a", "a"], "owner": ""}}));
+    assert_eq!(
+        messages(&errs),
+        vec![
+            "spec.names: Duplicate value: \"array\"",
+            "spec.owner: Required value: owner is needed",
+            "spec.port: Invalid value: \"\": port must be set",
+        ]
+    );
+    assert_eq!(errs[0].reason(), "FieldValueDuplicate");
+    assert_eq!(errs[1].reason(), "FieldValueRequired");
+}
+
+#[test]
 fn a_rule_that_does_not_compile_rejects_the_crd() {
     let err = StructuralSchema::from_openapi(&json!({
         "type": "object",
