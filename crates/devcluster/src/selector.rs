@@ -272,7 +272,12 @@ impl LabelParser {
             match self.peek() {
                 Token::End => return Ok(requirements),
                 Token::Identifier(_) | Token::Bang => {
-                    requirements.push(self.parse_requirement()?);
+                    // apimachinery reports every error inside a requirement with this prefix
+                    let requirement = self.parse_requirement().map_err(|e| match e {
+                        SelectorError::Syntax(m) => SelectorError::InvalidRequirement(m),
+                        other => other,
+                    })?;
+                    requirements.push(requirement);
                     match self.next() {
                         Token::End => return Ok(requirements),
                         Token::Comma => {
@@ -548,7 +553,7 @@ fn label_value_problem(value: &str) -> Option<String> {
     }
     if !is_qualified_name_part(value) {
         return Some(format!(
-            "a valid label {NAME_FMT_MSG} (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
         ));
     }
     None
@@ -824,6 +829,22 @@ mod tests {
         assert!(LabelSelector::parse(&format!("a={long}")).is_err());
         assert!(LabelSelector::parse(&format!("a={}", "x".repeat(63))).is_ok());
         assert!(LabelSelector::parse("example.com/My_Name.1=Val-1.x_y").is_ok());
+    }
+
+    #[test]
+    fn messages_match_apimachinery() {
+        assert_eq!(
+            LabelSelector::parse("a=-b").unwrap_err().to_string(),
+            "unable to parse requirement: values[0][a]: Invalid value: \"-b\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+        );
+        assert_eq!(
+            LabelSelector::parse("a in (b").unwrap_err().to_string(),
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        assert_eq!(
+            LabelSelector::parse("a=b x").unwrap_err().to_string(),
+            "found 'x', expected: ',' or 'end of string'"
+        );
     }
 
     #[test]
