@@ -552,9 +552,10 @@ fn label_value_problem(value: &str) -> Option<String> {
         return Some("must be no more than 63 characters".to_string());
     }
     if !is_qualified_name_part(value) {
-        return Some(format!(
+        return Some(
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-        ));
+                .to_string(),
+        );
     }
     None
 }

@@ -332,6 +332,15 @@ pub fn apply(
                 .to_string(),
         ));
     }
+    if applied
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::BadRequest(
+            "metadata.managedFields must be nil".to_string(),
+        ));
+    }
     let config = Value::Object(scope_config(applied_map, opts));
     let applied_set = FieldSet::from_value(&tracked_part(&config), shape)
         .map_err(|message| untyped(applied, &message))?;
@@ -522,29 +531,37 @@ pub fn record_update(
         _ => parse_managed(stored.as_ref()),
     };
 
-    let before = old.map(tracked_part).unwrap_or_else(|| json!({}));
+    // An update owns what it added (objects and lists included: they get "." in fieldsV1) and
+    // the leaves it changed. A create compares against the kind's empty object.
+    let mut before = match old {
+        Some(old) => tracked_part(old),
+        None => shape.zero_object(),
+    };
+    // metadata always exists (it is a struct, never absent on a stored object)
+    if let Value::Object(map) = &mut before {
+        map.entry("metadata").or_insert_with(|| json!({}));
+    }
     let after = tracked_part(new);
-    let old_set = FieldSet::from_value_lenient(&before, shape);
-    let new_set = FieldSet::from_value_lenient(&after, shape);
+    let old_nodes = FieldSet::nodes_of(&before, shape);
+    let new_nodes = FieldSet::nodes_of(&after, shape);
+    let new_leaves = FieldSet::from_value_lenient(&after, shape);
     let changed = FieldSet(
-        new_set
+        new_nodes
             .0
             .iter()
-            .filter(|p| !old_set.contains(p) || differs(&before, &after, p))
+            .filter(|p| {
+                !old_nodes.contains(p) || (new_leaves.contains(p) && differs(&before, &after, p))
+            })
             .cloned()
             .collect(),
     );
 
+    // Others lose what this write changed; everyone loses what no longer exists.
     for entry in &mut managers {
-        entry.fields = FieldSet(
-            entry
-                .fields
-                .0
-                .iter()
-                .filter(|p| !changed.contains(p) && new_set.contains(p))
-                .cloned()
-                .collect(),
-        );
+        entry
+            .fields
+            .0
+            .retain(|p| !changed.contains(p) && value_at(&after, p).is_some());
     }
 
     let subresource = subresource.unwrap_or_default();

@@ -76,19 +76,24 @@ fn canonical_json(v: &Value) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct FieldPath(pub Vec<PathElement>);
 
+/// One path element as the API server prints it: `.name`, `[name="app"]`, `[="x"]`, `[3]`.
+fn element_text(element: &PathElement) -> String {
+    match element {
+        PathElement::Field(name) => format!(".{name}"),
+        PathElement::Value(json) => format!("[={json}]"),
+        PathElement::Index(i) => format!("[{i}]"),
+        PathElement::Key(_) => {
+            let keys = element.key_object().unwrap_or_default();
+            let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("[{}]", parts.join(","))
+        }
+    }
+}
+
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for element in &self.0 {
-            match element {
-                PathElement::Field(name) => write!(f, ".{name}")?,
-                PathElement::Value(json) => write!(f, "[={json}]")?,
-                PathElement::Index(i) => write!(f, "[{i}]")?,
-                PathElement::Key(_) => {
-                    let keys = element.key_object().unwrap_or_default();
-                    let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    write!(f, "[{}]", parts.join(","))?;
-                }
-            }
+            f.write_str(&element_text(element))?;
         }
         Ok(())
     }
@@ -191,7 +196,11 @@ impl FieldSet {
     /// key field or repeats a key.
     pub fn from_value(value: &Value, shape: &dyn FieldShape) -> Result<FieldSet, String> {
         let mut set = BTreeSet::new();
-        collect(value, &FieldPath::default(), shape, &mut set, true)?;
+        let mode = Mode {
+            strict: true,
+            containers: false,
+        };
+        collect(value, &FieldPath::default(), shape, &mut set, mode)?;
         Ok(FieldSet(set))
     }
 
@@ -199,7 +208,23 @@ impl FieldSet {
     /// recorded by index (what a stored object that skipped validation gets).
     pub fn from_value_lenient(value: &Value, shape: &dyn FieldShape) -> FieldSet {
         let mut set = BTreeSet::new();
-        let _ = collect(value, &FieldPath::default(), shape, &mut set, false);
+        let mode = Mode {
+            strict: false,
+            containers: false,
+        };
+        let _ = collect(value, &FieldPath::default(), shape, &mut set, mode);
+        FieldSet(set)
+    }
+
+    /// Every node of `value`: what [`FieldSet::from_value_lenient`] gives plus the objects and
+    /// associative lists that have members below them (an update owns the ones it adds).
+    pub fn nodes_of(value: &Value, shape: &dyn FieldShape) -> FieldSet {
+        let mut set = BTreeSet::new();
+        let mode = Mode {
+            strict: false,
+            containers: true,
+        };
+        let _ = collect(value, &FieldPath::default(), shape, &mut set, mode);
         FieldSet(set)
     }
 }
@@ -285,57 +310,71 @@ fn missing_key(key: &str, strict: bool) -> Result<Option<String>, String> {
     }
 }
 
+/// How [`collect`] walks a value.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// fail on unkeyable or duplicate list elements (instead of recording them by index)
+    strict: bool,
+    /// also record the objects and associative lists that have members below them
+    containers: bool,
+}
+
 fn collect(
     value: &Value,
     path: &FieldPath,
     shape: &dyn FieldShape,
     out: &mut BTreeSet<FieldPath>,
-    strict: bool,
+    mode: Mode,
 ) -> Result<(), String> {
+    let names = path.field_names();
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !shape.is_atomic_map(&names) => {
+            if mode.containers && !path.0.is_empty() {
+                out.insert(path.clone());
+            }
             for (key, child) in map {
-                collect(
-                    child,
-                    &path.child(PathElement::Field(key.clone())),
-                    shape,
-                    out,
-                    strict,
-                )?;
+                let child_path = path.child(PathElement::Field(key.clone()));
+                collect(child, &child_path, shape, out, mode)?;
             }
             Ok(())
         }
-        Value::Array(items) if !items.is_empty() => match shape.list_type(&path.field_names()) {
+        Value::Array(items) if !items.is_empty() => match shape.list_type(&names) {
             Some(ListType::Set) => {
+                if mode.containers {
+                    out.insert(path.clone());
+                }
                 for item in items {
                     let element = PathElement::Value(canonical_json(item));
-                    if !out.insert(path.child(element)) && strict {
-                        return Err(format!("{path}: duplicate entries for key {item}"));
+                    let text = element_text(&element);
+                    if !out.insert(path.child(element)) && mode.strict {
+                        return Err(format!("{path}: duplicate entries for key {text}"));
                     }
                 }
                 Ok(())
             }
             Some(ListType::Map(keys)) => {
+                if mode.containers {
+                    out.insert(path.clone());
+                }
                 for (index, item) in items.iter().enumerate() {
-                    let element = match key_element(item, &keys, strict)
+                    let element = match key_element(item, &keys, mode.strict)
                         .map_err(|e| format!("{path}: element {index}: {e}"))?
                     {
                         Some(json) => PathElement::Key(json),
                         None => PathElement::Index(index),
                     };
+                    let text = element_text(&element);
                     let element_path = path.child(element);
                     if !out.insert(element_path.clone()) {
-                        if strict {
-                            return Err(format!(
-                                "{path}: duplicate entries for key {element_path}"
-                            ));
+                        if mode.strict {
+                            return Err(format!("{path}: duplicate entries for key {text}"));
                         }
                         continue;
                     }
                     if let Value::Object(fields) = item {
                         for (key, child) in fields {
                             let child_path = element_path.child(PathElement::Field(key.clone()));
-                            collect(child, &child_path, shape, out, strict)?;
+                            collect(child, &child_path, shape, out, mode)?;
                         }
                     }
                 }
