@@ -270,6 +270,7 @@ fn merge_keyed_list(
         matches!(item, Value::Object(m)
             if m.get(PATCH_DIRECTIVE) == Some(&Value::String("replace".into())))
     });
+    let live = original.clone();
     if replace {
         return Ok(patch
             .iter()
@@ -315,6 +316,22 @@ fn merge_keyed_list(
             }
         }
     }
+    // Like the API server: the patch's elements take the patch's order, the others keep their
+    // live order, interleaved by live position.
+    let patch_elements: Vec<Value> = patch
+        .iter()
+        .filter(|item| {
+            !matches!(item, Value::Object(m)
+                if m.get(PATCH_DIRECTIVE) == Some(&Value::String("delete".into())))
+        })
+        .cloned()
+        .collect();
+    reorder(
+        &mut original,
+        &patch_elements,
+        &live,
+        Some(PatchStrategy::MergeByKey(key)),
+    );
     Ok(original)
 }
 
@@ -523,6 +540,21 @@ mod tests {
             .map(|c| c["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, vec!["server", "b", "a", "c"]);
+    }
+
+    #[test]
+    fn a_patch_list_reorders_the_elements_it_names() {
+        let patch =
+            json!({"spec": {"containers": [{"name": "side"}, {"name": "app", "image": "app:9"}]}});
+        let out = strategic_merge_patch(&base_pod(), &patch, &pod()).unwrap();
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["side", "app"]);
+        assert_eq!(out["spec"]["containers"][1]["image"], "app:9");
     }
 
     #[test]
