@@ -160,22 +160,7 @@ impl FieldSet {
     pub fn to_fields_v1(&self) -> Value {
         let mut root = Map::new();
         for path in &self.0 {
-            let mut node = &mut root;
-            for element in &path.0 {
-                let entry = node
-                    .entry(element.encode())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !entry.is_object() {
-                    *entry = Value::Object(Map::new());
-                }
-                let Value::Object(next) = entry else {
-                    unreachable!("just made an object")
-                };
-                node = next;
-            }
-            if !path.0.is_empty() {
-                node.insert(".".to_string(), Value::Object(Map::new()));
-            }
+            mark_member(&mut root, &path.0);
         }
         strip_lone_dots(&mut root);
         Value::Object(root)
@@ -226,6 +211,23 @@ impl FieldSet {
         };
         let _ = collect(value, &FieldPath::default(), shape, &mut set, mode);
         FieldSet(set)
+    }
+}
+
+/// Add the nested objects of a member path, marking the member itself with `"."`.
+fn mark_member(node: &mut Map<String, Value>, elements: &[PathElement]) {
+    let Some((first, rest)) = elements.split_first() else {
+        return;
+    };
+    let child = node
+        .entry(first.encode())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(child) = child {
+        if rest.is_empty() {
+            child.insert(".".to_string(), Value::Object(Map::new()));
+        } else {
+            mark_member(child, rest);
+        }
     }
 }
 
