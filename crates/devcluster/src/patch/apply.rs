@@ -8,7 +8,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::fieldset::{FieldPath, FieldSet, PathElement, remove_at, value_at};
+use std::collections::BTreeSet;
+
+use super::fieldset::{FieldPath, FieldSet, PathElement, node_values, remove_at, value_at};
 use super::shape::FieldShape;
 use merge::merge_applied;
 
@@ -80,6 +82,8 @@ struct ManagedEntry {
     time: Option<String>,
     subresource: String,
     fields: FieldSet,
+    /// the stored JSON of this entry while it is unchanged (saves re-encoding)
+    raw: Option<Value>,
 }
 
 impl ManagedEntry {
@@ -106,6 +110,9 @@ impl ManagedEntry {
     }
 
     fn to_json(&self) -> Value {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let mut entry = Map::new();
         entry.insert("manager".into(), json!(self.manager));
         entry.insert("operation".into(), json!(self.operation));
@@ -143,6 +150,7 @@ fn parse_managed(list: Option<&Value>) -> Vec<ManagedEntry> {
                     .get("fieldsV1")
                     .map(FieldSet::from_fields_v1)
                     .unwrap_or_default(),
+                raw: Some(entry.clone()),
             })
         })
         .collect()
@@ -221,6 +229,14 @@ fn set_managed_fields(object: &mut Value, managed: Value) {
             meta.insert("managedFields".into(), managed);
         }
     }
+}
+
+/// Whether the path ends at a list element (`k:`, `v:`, `i:`).
+fn is_list_element(path: &FieldPath) -> bool {
+    matches!(
+        path.0.last(),
+        Some(PathElement::Key(_) | PathElement::Value(_) | PathElement::Index(_))
+    )
 }
 
 /// Whether the value at a path differs between two objects. For list elements (`k:`, `v:`,
@@ -372,6 +388,7 @@ pub fn apply(
             time: None,
             subresource: String::new(),
             fields: FieldSet::from_value_lenient(&tracked_part(live), shape),
+            raw: None,
         });
     }
 
@@ -409,6 +426,7 @@ pub fn apply(
     }
     for (index, path) in taken {
         managers[index].fields.0.remove(&path);
+        managers[index].raw = None;
     }
 
     // Fields applied last time and not now are removed when nobody else owns them.
@@ -441,6 +459,7 @@ pub fn apply(
         time: Some(opts.now.clone()),
         subresource,
         fields: applied_set,
+        raw: None,
     };
     match me {
         Some(i) => managers[i] = entry,
@@ -542,26 +561,52 @@ pub fn record_update(
         map.entry("metadata").or_insert_with(|| json!({}));
     }
     let after = tracked_part(new);
-    let old_nodes = FieldSet::nodes_of(&before, shape);
-    let new_nodes = FieldSet::nodes_of(&after, shape);
-    let new_leaves = FieldSet::from_value_lenient(&after, shape);
+    // Only the top-level fields that differ can hold changes: walk just those.
+    let empty = Map::new();
+    let before_map = before.as_object().unwrap_or(&empty);
+    let after_map = after.as_object().unwrap_or(&empty);
+    let touched: BTreeSet<&String> = before_map
+        .keys()
+        .chain(after_map.keys())
+        .filter(|k| before_map.get(*k) != after_map.get(*k))
+        .collect();
+    let only_touched = |m: &Map<String, Value>| -> Value {
+        Value::Object(
+            m.iter()
+                .filter(|(k, _)| touched.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let before_part = only_touched(before_map);
+    let after_part = only_touched(after_map);
+    let old_nodes = node_values(&before_part, shape, true);
+    let new_nodes = node_values(&after_part, shape, true);
     let changed = FieldSet(
         new_nodes
-            .0
             .iter()
-            .filter(|p| {
-                !old_nodes.contains(p) || (new_leaves.contains(p) && differs(&before, &after, p))
+            .filter(|(path, node)| match old_nodes.get(*path) {
+                None => true,
+                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
             })
-            .cloned()
+            .map(|(path, _)| path.clone())
             .collect(),
     );
 
     // Others lose what this write changed; everyone loses what no longer exists.
+    let under_touched = |path: &FieldPath| match path.0.first() {
+        Some(PathElement::Field(top)) => touched.contains(top),
+        _ => false,
+    };
     for entry in &mut managers {
+        let owned = entry.fields.0.len();
         entry
             .fields
             .0
-            .retain(|p| !changed.contains(p) && value_at(&after, p).is_some());
+            .retain(|p| !under_touched(p) || (!changed.contains(p) && new_nodes.contains_key(p)));
+        if entry.fields.0.len() != owned {
+            entry.raw = None;
+        }
     }
 
     let subresource = subresource.unwrap_or_default();
@@ -583,6 +628,7 @@ pub fn record_update(
             entry.fields = entry.fields.union(&changed);
             entry.time = Some(now.to_string());
             entry.api_version = api_version;
+            entry.raw = None;
         }
         Some(_) => {}
         None if !changed.is_empty() => managers.push(ManagedEntry {
@@ -592,6 +638,7 @@ pub fn record_update(
             time: Some(now.to_string()),
             subresource: subresource.to_string(),
             fields: changed,
+            raw: None,
         }),
         None => {}
     }

@@ -5,7 +5,7 @@
 //! In the `fieldsV1` encoding each path is a nested JSON object; a member path with no member
 //! below it is `{}`, and a member path with members below it carries `".": {}`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -66,9 +66,25 @@ impl PathElement {
     }
 }
 
-/// Compact JSON with object keys sorted (serde_json's map is a BTreeMap, so this is `to_string`).
+/// Compact JSON with object keys sorted, as `k:`/`v:` elements carry it (sorted explicitly, so
+/// that it holds whatever map type serde_json is built with).
 fn canonical_json(v: &Value) -> String {
-    v.to_string()
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let parts: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), canonical_json(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", parts.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// A field path, written like the API server does in conflict messages:
@@ -180,38 +196,56 @@ impl FieldSet {
     /// members themselves, and map-list elements recurse. Fails when a map-list element lacks a
     /// key field or repeats a key.
     pub fn from_value(value: &Value, shape: &dyn FieldShape) -> Result<FieldSet, String> {
-        let mut set = BTreeSet::new();
         let mode = Mode {
             strict: true,
             containers: false,
         };
-        collect(value, &FieldPath::default(), shape, &mut set, mode)?;
-        Ok(FieldSet(set))
+        Ok(FieldSet(walk(value, shape, mode)?.into_keys().collect()))
     }
 
     /// Like [`FieldSet::from_value`] but never fails: an element that cannot be keyed is
     /// recorded by index (what a stored object that skipped validation gets).
     pub fn from_value_lenient(value: &Value, shape: &dyn FieldShape) -> FieldSet {
-        let mut set = BTreeSet::new();
-        let mode = Mode {
-            strict: false,
-            containers: false,
-        };
-        let _ = collect(value, &FieldPath::default(), shape, &mut set, mode);
-        FieldSet(set)
+        FieldSet(node_values(value, shape, false).into_keys().collect())
     }
 
     /// Every node of `value`: what [`FieldSet::from_value_lenient`] gives plus the objects and
     /// associative lists that have members below them (an update owns the ones it adds).
     pub fn nodes_of(value: &Value, shape: &dyn FieldShape) -> FieldSet {
-        let mut set = BTreeSet::new();
-        let mode = Mode {
-            strict: false,
-            containers: true,
-        };
-        let _ = collect(value, &FieldPath::default(), shape, &mut set, mode);
-        FieldSet(set)
+        FieldSet(node_values(value, shape, true).into_keys().collect())
     }
+}
+
+/// One node found by [`node_values`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Node<'a> {
+    pub value: &'a Value,
+    /// a leaf or a list element (what apply records), not an object or list holding members
+    pub member: bool,
+}
+
+/// The nodes of a value with the value at each (lenient: unkeyable elements go by index).
+pub(crate) fn node_values<'a>(
+    value: &'a Value,
+    shape: &dyn FieldShape,
+    containers: bool,
+) -> BTreeMap<FieldPath, Node<'a>> {
+    let mode = Mode {
+        strict: false,
+        containers,
+    };
+    walk(value, shape, mode).unwrap_or_default()
+}
+
+fn walk<'a>(
+    value: &'a Value,
+    shape: &dyn FieldShape,
+    mode: Mode,
+) -> Result<BTreeMap<FieldPath, Node<'a>>, String> {
+    let mut out = BTreeMap::new();
+    let mut path = FieldPath::default();
+    collect(value, &mut path, shape, &mut out, mode)?;
+    Ok(out)
 }
 
 /// Add the nested objects of a member path, marking the member itself with `"."`.
@@ -321,34 +355,53 @@ struct Mode {
     containers: bool,
 }
 
-fn collect(
-    value: &Value,
-    path: &FieldPath,
+fn collect<'a>(
+    value: &'a Value,
+    path: &mut FieldPath,
     shape: &dyn FieldShape,
-    out: &mut BTreeSet<FieldPath>,
+    out: &mut BTreeMap<FieldPath, Node<'a>>,
     mode: Mode,
 ) -> Result<(), String> {
-    let names = path.field_names();
+    let container = Node {
+        value,
+        member: false,
+    };
+    let member = Node {
+        value,
+        member: true,
+    };
     match value {
-        Value::Object(map) if !map.is_empty() && !shape.is_atomic_map(&names) => {
+        Value::Object(map) if !map.is_empty() && !shape.is_atomic_map(&path.field_names()) => {
             if mode.containers && !path.0.is_empty() {
-                out.insert(path.clone());
+                out.insert(path.clone(), container);
             }
             for (key, child) in map {
-                let child_path = path.child(PathElement::Field(key.clone()));
-                collect(child, &child_path, shape, out, mode)?;
+                path.0.push(PathElement::Field(key.clone()));
+                let result = collect(child, path, shape, out, mode);
+                path.0.pop();
+                result?;
             }
             Ok(())
         }
-        Value::Array(items) if !items.is_empty() => match shape.list_type(&names) {
+        Value::Array(items) if !items.is_empty() => match shape.list_type(&path.field_names()) {
             Some(ListType::Set) => {
                 if mode.containers {
-                    out.insert(path.clone());
+                    out.insert(path.clone(), container);
                 }
                 for item in items {
                     let element = PathElement::Value(canonical_json(item));
                     let text = element_text(&element);
-                    if !out.insert(path.child(element)) && mode.strict {
+                    if out
+                        .insert(
+                            path.child(element),
+                            Node {
+                                value: item,
+                                member: true,
+                            },
+                        )
+                        .is_some()
+                        && mode.strict
+                    {
                         return Err(format!("{path}: duplicate entries for key {text}"));
                     }
                 }
@@ -356,7 +409,7 @@ fn collect(
             }
             Some(ListType::Map(keys)) => {
                 if mode.containers {
-                    out.insert(path.clone());
+                    out.insert(path.clone(), container);
                 }
                 for (index, item) in items.iter().enumerate() {
                     let element = match key_element(item, &keys, mode.strict)
@@ -366,30 +419,45 @@ fn collect(
                         None => PathElement::Index(index),
                     };
                     let text = element_text(&element);
-                    let element_path = path.child(element);
-                    if !out.insert(element_path.clone()) {
+                    path.0.push(element);
+                    if out.contains_key(path) {
+                        path.0.pop();
                         if mode.strict {
                             return Err(format!("{path}: duplicate entries for key {text}"));
                         }
                         continue;
                     }
+                    out.insert(
+                        path.clone(),
+                        Node {
+                            value: item,
+                            member: true,
+                        },
+                    );
+                    let mut result = Ok(());
                     if let Value::Object(fields) = item {
                         for (key, child) in fields {
-                            let child_path = element_path.child(PathElement::Field(key.clone()));
-                            collect(child, &child_path, shape, out, mode)?;
+                            path.0.push(PathElement::Field(key.clone()));
+                            result = collect(child, path, shape, out, mode);
+                            path.0.pop();
+                            if result.is_err() {
+                                break;
+                            }
                         }
                     }
+                    path.0.pop();
+                    result?;
                 }
                 Ok(())
             }
             Some(ListType::Atomic) | None => {
-                out.insert(path.clone());
+                out.insert(path.clone(), member);
                 Ok(())
             }
         },
         _ => {
             if !path.0.is_empty() {
-                out.insert(path.clone());
+                out.insert(path.clone(), member);
             }
             Ok(())
         }
