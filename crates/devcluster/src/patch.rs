@@ -121,6 +121,9 @@ impl PatchError {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -303,3 +303,31 @@ fn field_selector_without_operator_is_rejected() {
         "invalid selector: 'metadata.name'; can't understand 'metadata.name'"
     );
 }
+
+#[test]
+fn generated_selector_strings_never_panic() {
+    let pieces = [
+        "a", "b/c", "x.io/y", "=", "==", "!=", "!", "in", "notin", "(", ")", ",", " ", ">", "<",
+        "1", "-", "\\", "\\,", "é", "",
+    ];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..5000 {
+        let mut s = String::new();
+        for _ in 0..(state % 8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            s.push_str(pieces[(state % pieces.len() as u64) as usize]);
+        }
+        if let Ok(selector) = LabelSelector::parse(&s) {
+            // what parses prints back to something that parses to the same selector
+            let printed = selector.to_string();
+            assert_eq!(
+                LabelSelector::parse(&printed).ok(),
+                Some(selector),
+                "{s:?} -> {printed:?}"
+            );
+        }
+        let _ = FieldSelector::parse(&s);
+    }
+}
