@@ -52,7 +52,7 @@ impl Gen {
         };
         match choice {
             0 => Value::Null,
-            1 => json!(self.next() % 3 == 0),
+            1 => json!(self.next().is_multiple_of(3)),
             2 => json!(self.next() % 100),
             3 => json!(self.pick(&["a", "b", "TCP", "merge", "delete", "replace", ""])),
             4 => json!(-1.5),
@@ -113,12 +113,12 @@ fn generated_input_never_panics() {
 
         let opts = ApplyOptions {
             manager: g.pick(&["a", "b", ""]).to_string(),
-            force: g.next() % 2 == 0,
-            subresource: (g.next() % 3 == 0).then(|| "status".to_string()),
+            force: g.next().is_multiple_of(2),
+            subresource: (g.next().is_multiple_of(3)).then(|| "status".to_string()),
             now: "2026-01-01T00:00:00Z".to_string(),
-            status_subresource: g.next() % 2 == 0,
+            status_subresource: g.next().is_multiple_of(2),
         };
-        let live = (g.next() % 3 != 0).then(|| target.clone());
+        let live = (!g.next().is_multiple_of(3)).then(|| target.clone());
         if let Ok(applied) = apply(live.as_ref(), &patch, &opts, &shape) {
             let _ = apply(Some(&applied), &g.value(4), &opts, &crd_shape);
         }
