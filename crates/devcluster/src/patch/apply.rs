@@ -6,9 +6,9 @@
 //! removes the fields the manager applied last time and no longer applies when nobody else owns
 //! them. Ordinary writes ([`record_update`]) take ownership of what they changed, silently.
 
-use serde_json::{Map, Value, json};
-
 use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
 
 use super::fieldset::{FieldPath, FieldSet, PathElement, node_values, remove_at, value_at};
 use super::shape::FieldShape;
@@ -36,8 +36,9 @@ pub struct ApplyOptions {
 /// A field another manager owns that an apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
-    /// The manager as the API server prints it: `"kubectl"`, or for an Update entry
-    /// `"kubectl" using v1 at 2026-01-02T03:04:05Z`.
+    /// The manager as the API server prints it: `"kubectl"` for an Apply entry,
+    /// `"kubectl-create" using apps/v1` for an Update entry, with
+    /// ` with subresource "status"` after the name for subresource entries.
     pub manager: String,
     /// The field path, e.g. `.spec.replicas`.
     pub field: String,
@@ -56,8 +57,8 @@ pub enum ApplyError {
     /// The request is malformed (400 `BadRequest`): not an object, no field manager...
     #[error("{0}")]
     BadRequest(String),
-    /// The applied configuration cannot be typed (500, as on a real server): a map-list element
-    /// without its key, duplicate keys.
+    /// The applied configuration cannot be typed: a map-list element without its key, duplicate
+    /// keys. A real server answers 500 with an empty reason and this message.
     #[error("{0}")]
     Untyped(String),
 }
@@ -69,6 +70,15 @@ impl ApplyError {
             ApplyError::Conflict { .. } => 409,
             ApplyError::BadRequest(_) => 400,
             ApplyError::Untyped(_) => 500,
+        }
+    }
+
+    /// The `reason` of the `Status` (`""` when the real server leaves it empty).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApplyError::Conflict { .. } => "Conflict",
+            ApplyError::BadRequest(_) => "BadRequest",
+            ApplyError::Untyped(_) => "",
         }
     }
 }
