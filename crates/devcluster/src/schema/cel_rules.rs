@@ -4,9 +4,11 @@
 //!
 //! The CEL engine is the `cel` crate (cel-rust), with its string and list extension libraries.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr};
 use serde_json::Value;
 
 use super::node::{JsonType, Node};
@@ -44,8 +46,92 @@ fn env() -> &'static Arc<cel::Env> {
     })
 }
 
+/// Identifiers a rule may use besides its comprehension variables: the bound values and the
+/// type names CEL knows.
+const DECLARED: &[&str] = &[
+    "self",
+    "oldSelf",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+];
+
 fn compile(source: &str) -> Result<cel::Program, String> {
-    env().compile(source).map_err(|e| e.to_string())
+    let program = env().compile(source).map_err(|e| e.to_string())?;
+    let mut free = BTreeSet::new();
+    free_identifiers(program.expression(), &mut Vec::new(), &mut free);
+    match free
+        .into_iter()
+        .find(|name| !DECLARED.contains(&name.as_str()))
+    {
+        Some(name) => Err(format!("ERROR: undeclared reference to '{name}'")),
+        None => Ok(program),
+    }
+}
+
+/// Collects the identifiers of `e` not bound by an enclosing comprehension (`all`, `exists`, `map`...).
+fn free_identifiers<'a>(e: &'a IdedExpr, bound: &mut Vec<&'a str>, out: &mut BTreeSet<String>) {
+    match &e.expr {
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                out.insert(name.clone());
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                free_identifiers(target, bound, out);
+            }
+            for arg in &call.args {
+                free_identifiers(arg, bound, out);
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_identifiers(&c.iter_range, bound, out);
+            free_identifiers(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(&c.iter_var);
+            if let Some(v2) = &c.iter_var2 {
+                bound.push(v2);
+            }
+            bound.push(&c.accu_var);
+            free_identifiers(&c.loop_cond, bound, out);
+            free_identifiers(&c.loop_step, bound, out);
+            free_identifiers(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        Expr::List(list) => {
+            for el in &list.elements {
+                free_identifiers(el, bound, out);
+            }
+        }
+        Expr::Map(map) => entries_free(&map.entries, bound, out),
+        Expr::Struct(st) => entries_free(&st.entries, bound, out),
+        Expr::Select(sel) => free_identifiers(&sel.operand, bound, out),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entries_free<'a>(
+    entries: &'a [IdedEntryExpr],
+    bound: &mut Vec<&'a str>,
+    out: &mut BTreeSet<String>,
+) {
+    for entry in entries {
+        match &entry.expr {
+            EntryExpr::MapEntry(m) => {
+                free_identifiers(&m.key, bound, out);
+                free_identifiers(&m.value, bound, out);
+            }
+            EntryExpr::StructField(f) => free_identifiers(&f.value, bound, out),
+        }
+    }
 }
 
 /// Compiles the rules of one schema node; problems are reported as CRD field errors at `path`.

@@ -497,6 +497,27 @@ fn a_rule_that_does_not_compile_rejects_the_crd() {
     );
     let err = StructuralSchema::from_openapi(&json!({
         "type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.items.all(i, i.size > limit)"}
+        ]}}
+    }))
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("compilation failed: ERROR: undeclared reference to 'limit'"),
+        "{err}"
+    );
+    assert!(
+        StructuralSchema::from_openapi(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+                {"rule": "self.all(k, self[k].all(i, type(i) == string || [1].exists(j, j == i)))"}
+            ]}}
+        }))
+        .is_ok()
+    );
+    let err = StructuralSchema::from_openapi(&json!({
+        "type": "object",
         "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true", "reason": "Nope"}]}}
     }))
     .unwrap_err();
