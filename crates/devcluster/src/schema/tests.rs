@@ -781,3 +781,92 @@ fn the_reference_sandbox_rule_blocks_volume_claim_template_changes() {
     replicas_only["spec"]["replicas"] = json!(0);
     assert!(s.validate_update(&replicas_only, &old).is_empty());
 }
+
+// ---- robustness ----------------------------------------------------------------------------------
+
+/// A small deterministic generator (xorshift), so the garbage below is the same on every run.
+struct Garbage(u64);
+
+impl Garbage {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+
+    fn text(&mut self, alphabet: &[&str], max: u64) -> String {
+        let n = self.next() % max;
+        (0..n).map(|_| *self.pick(alphabet)).collect()
+    }
+
+    fn value(&mut self, depth: u32) -> Value {
+        let keys = [
+            "spec",
+            "podTemplate",
+            "containers",
+            "name",
+            "replicas",
+            "operatingMode",
+            "volumeClaimTemplates",
+            "metadata",
+            "ports",
+            "é",
+        ];
+        match self.next() % if depth == 0 { 5 } else { 7 } {
+            0 => Value::Null,
+            1 => json!(self.next() % 3 == 0),
+            2 => json!((self.next() % 2000) as i64 - 1000),
+            3 => json!(1.5),
+            4 => json!(self.text(&["a", "Running", "é", "-", "1"], 6)),
+            5 => Value::Array(
+                (0..self.next() % 3)
+                    .map(|_| self.value(depth - 1))
+                    .collect(),
+            ),
+            _ => Value::Object(
+                (0..self.next() % 4)
+                    .map(|_| (self.pick(&keys).to_string(), self.value(depth - 1)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+#[test]
+fn garbage_objects_and_expressions_never_panic() {
+    let s = reference_schema("Sandbox").unwrap();
+    let mut g = Garbage(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..2000 {
+        let mut obj = json!({"spec": g.value(4), "status": g.value(3)});
+        if g.next() % 2 == 0 {
+            obj["spec"] = json!({"podTemplate": {"spec": {"containers": [g.value(3)]}}, "volumeClaimTemplates": g.value(2)});
+        }
+        let old = obj.clone();
+        s.prune(&mut obj);
+        s.apply_defaults(&mut obj);
+        let _ = s.validate(&obj);
+        let _ = s.validate_update(&obj, &old);
+        let _ = s.list_type(&["spec", "podTemplate", "spec", "containers"]);
+    }
+    let alphabet = [
+        ".", "..", "[", "]", "?(", ")", "@", "$", "'", "\"", "*", ":", "-1", "0", "a", "é", "{",
+        "}", "==", "\\", ",", " ", "range ", "end",
+    ];
+    for _ in 0..5000 {
+        let expr = g.text(&alphabet, 12);
+        let _ = super::jsonpath::eval(&expr, &json!({"a": [{"b": 1}], "é": {"x": "y"}}));
+        let _ = super::jsonpath::render(&expr, &json!({"a": [1, 2]}));
+        let ts = g.text(
+            &[
+                "2024", "-", "01", "T", ":", "Z", "+", "é", "0", "12", ".", " ",
+            ],
+            12,
+        );
+        let _ = super::timefmt::parse_date_time(&ts);
+    }
+}

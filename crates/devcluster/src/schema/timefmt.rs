@@ -84,6 +84,9 @@ pub(crate) fn parse_date_time(s: &str) -> Option<i64> {
                 Some(b'-') => (-1, &rest[1..]),
                 _ => return None,
             };
+            if !off.bytes().all(|b| b.is_ascii_digit() || b == b':') {
+                return None;
+            }
             let (oh, om) = match off.len() {
                 5 if off.as_bytes()[2] == b':' => (digits(&off[0..2])?, digits(&off[3..5])?),
                 4 => (digits(&off[0..2])?, digits(&off[2..4])?),
