@@ -724,6 +724,10 @@ fn broken_sandboxes_fail_at_the_right_path() {
             json!({"spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "eighty"}]}]}}}}),
             "spec.podTemplate.spec.containers[0].ports[0].containerPort: Invalid value: \"string\": spec.podTemplate.spec.containers[0].ports[0].containerPort in body must be of type integer: \"string\"",
         ),
+        (
+            json!({"spec": {"shutdownTime": "tomorrow", "podTemplate": {"spec": {"containers": [{"name": "c"}]}}}}),
+            "spec.shutdownTime: Invalid value: \"tomorrow\": spec.shutdownTime in body must be of type date-time: \"tomorrow\"",
+        ),
     ];
     for (obj, expected) in cases {
         let (_, errs) = admit(&s, obj.clone());
@@ -746,6 +750,22 @@ fn broken_warm_pools_claims_and_templates_fail_at_the_right_path() {
         messages(&errs).contains(&"spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"".to_string()),
         "{errs:?}"
     );
+    let (_, errs) = admit(
+        &pool,
+        json!({"spec": {"replicas": -1, "sandboxTemplateRef": {"name": "t"}}}),
+    );
+    assert_eq!(
+        messages(&errs),
+        vec![
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"
+        ]
+    );
+    let (defaulted, errs) = admit(
+        &pool,
+        json!({"spec": {"sandboxTemplateRef": {"name": "t"}}}),
+    );
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(defaulted["spec"]["replicas"], 1);
     let claim = reference_schema("SandboxClaim").unwrap();
     let (_, errs) = admit(&claim, json!({"spec": {}}));
     assert_eq!(messages(&errs), vec!["spec.warmPoolRef: Required value"]);
@@ -869,4 +889,12 @@ fn garbage_objects_and_expressions_never_panic() {
         );
         let _ = super::timefmt::parse_date_time(&ts);
     }
+}
+
+#[test]
+fn schemas_and_columns_can_be_shared_across_server_tasks() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<StructuralSchema>();
+    shareable::<super::table::Column>();
+    shareable::<super::SchemaError>();
 }
