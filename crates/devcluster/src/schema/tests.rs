@@ -839,7 +839,7 @@ impl Garbage {
         ];
         match self.next() % if depth == 0 { 5 } else { 7 } {
             0 => Value::Null,
-            1 => json!(self.next() % 3 == 0),
+            1 => json!(self.next().is_multiple_of(3)),
             2 => json!((self.next() % 2000) as i64 - 1000),
             3 => json!(1.5),
             4 => json!(self.text(&["a", "Running", "é", "-", "1"], 6)),
@@ -863,7 +863,7 @@ fn garbage_objects_and_expressions_never_panic() {
     let mut g = Garbage(0x9E37_79B9_7F4A_7C15);
     for _ in 0..2000 {
         let mut obj = json!({"spec": g.value(4), "status": g.value(3)});
-        if g.next() % 2 == 0 {
+        if g.next().is_multiple_of(2) {
             obj["spec"] = json!({"podTemplate": {"spec": {"containers": [g.value(3)]}}, "volumeClaimTemplates": g.value(2)});
         }
         let old = obj.clone();
