@@ -60,18 +60,19 @@ impl SchemaError {
     }
 }
 
-/// Joins field errors the way apimachinery's aggregate error does: one alone is printed as is,
-/// several as `[a, b]`.
+/// Joins field errors the way apimachinery's aggregate error does (the text after `is invalid: `
+/// in a 422 message): duplicates dropped, one alone printed as is, several as `[a, b]`.
 pub fn join_errors(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let mut texts: Vec<String> = Vec::new();
+    for e in errors {
+        let t = e.to_string();
+        if !texts.contains(&t) {
+            texts.push(t);
+        }
+    }
+    match texts.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -149,6 +150,12 @@ impl FieldError {
             FieldErrorKind::TooLong => "FieldValueTooLong",
             FieldErrorKind::TooMany => "FieldValueTooMany",
         }
+    }
+
+    /// The `Status.details.causes[]` entry of this error: `reason`, `message` (the body without
+    /// the path) and `field`.
+    pub fn cause(&self) -> Value {
+        serde_json::json!({"reason": self.reason(), "message": self.body(), "field": self.path})
     }
 
     /// The message without the field path, as `Status.details.causes[].message` carries it.
@@ -290,6 +297,18 @@ impl StructuralSchema {
     /// non-nullable fields sent as null), then drops non-nullable nulls that have no default.
     pub fn apply_defaults(&self, obj: &mut Value) {
         defaults::apply_root(&self.root, obj);
+    }
+
+    /// What the server does with a custom resource on every write, in order: prune, default, then
+    /// validate (create, `old` = None) or validate against the old object (update). `obj` is left
+    /// pruned and defaulted; the errors are the causes of a 422 `Invalid` when non-empty.
+    pub fn admit(&self, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.prune(obj);
+        self.apply_defaults(obj);
+        match old {
+            None => self.validate(obj),
+            Some(old) => self.validate_update(obj, old),
+        }
     }
 
     /// Validates an object being created.

@@ -618,9 +618,7 @@ fn reference_schema(kind: &str) -> Option<StructuralSchema> {
 }
 
 fn admit(s: &StructuralSchema, mut obj: Value) -> (Value, Vec<super::FieldError>) {
-    s.prune(&mut obj);
-    s.apply_defaults(&mut obj);
-    let errs = s.validate(&obj);
+    let errs = s.admit(&mut obj, None);
     (obj, errs)
 }
 
@@ -889,6 +887,30 @@ fn garbage_objects_and_expressions_never_panic() {
         );
         let _ = super::timefmt::parse_date_time(&ts);
     }
+}
+
+#[test]
+fn causes_and_aggregate_messages_match_a_422_status() {
+    let s = spec_schema(json!({"replicas": {"type": "integer", "minimum": 0}}));
+    let errs = s.validate(&json!({"spec": {"replicas": -1}}));
+    assert_eq!(
+        errs[0].cause(),
+        json!({
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+            "field": "spec.replicas"
+        })
+    );
+    let twice = vec![errs[0].clone(), errs[0].clone()];
+    assert_eq!(super::join_errors(&twice), errs[0].to_string());
+    let two = vec![
+        errs[0].clone(),
+        super::FieldError::new("spec.x", FieldErrorKind::Required, None, ""),
+    ];
+    assert_eq!(
+        super::join_errors(&two),
+        format!("[{}, spec.x: Required value]", errs[0])
+    );
 }
 
 #[test]
