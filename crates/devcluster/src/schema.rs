@@ -27,16 +27,9 @@ mod tests;
 
 use node::{JsonType, Node};
 
-/// How a list field merges (from `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListType {
-    /// The list is replaced as a whole (the default).
-    Atomic,
-    /// A set of scalars: items merge by value.
-    Set,
-    /// A map keyed by these item fields.
-    Map(Vec<String>),
-}
+/// How a list field merges: the patch module's type, so a schema is directly a
+/// [`crate::patch::FieldShape`] for server-side apply on custom resources.
+pub use crate::patch::ListType;
 
 /// A compiled structural schema for one version of a custom resource.
 #[derive(Debug, Clone)]
@@ -358,5 +351,12 @@ impl StructuralSchema {
             }
         }
         node.map_type.as_deref() == Some("atomic")
+    }
+}
+
+/// A custom resource's schema tells server-side apply how its lists and maps merge.
+impl crate::patch::FieldShape for StructuralSchema {
+    fn list_type(&self, path: &[&str]) -> Option<ListType> {
+        StructuralSchema::list_type(self, path)
     }
 }

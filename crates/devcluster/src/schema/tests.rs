@@ -281,6 +281,9 @@ fn list_types_reject_duplicates_and_report_their_type() {
     assert_eq!(s.list_type(&["spec", "plain"]), Some(ListType::Atomic));
     assert_eq!(s.list_type(&["spec"]), None);
     assert_eq!(s.list_type(&["spec", "missing"]), None);
+    // The same answers through the patch module's trait, as server-side apply asks them.
+    let shape: &dyn crate::patch::FieldShape = &s;
+    assert_eq!(shape.list_type(&["spec", "set"]), Some(ListType::Set));
 }
 
 #[test]
