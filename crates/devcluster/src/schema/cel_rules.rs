@@ -370,11 +370,12 @@ pub(crate) fn evaluate(
                     rule.rule
                 ),
             )),
+            // Runtime errors are reported at the rule's node, as the real server words them.
             Err(e) => errors.push(FieldError::new(
-                &error_path,
+                path,
                 FieldErrorKind::Invalid,
                 Some(type_name),
-                format!("rule evaluation error: {e}: {}", rule.rule),
+                runtime_error_message(&e, rule),
             )),
         }
     }
@@ -382,4 +383,48 @@ pub(crate) fn evaluate(
 
 fn cel_value_kind(v: &cel::Value) -> String {
     format!("{:?}", v.type_of())
+}
+
+/// `no such key: x evaluating rule: <message or rule>`, and the overload wording for type
+/// mismatches the compiler would have caught on a typed schema.
+fn runtime_error_message(e: &cel::ExecutionError, rule: &CompiledRule) -> String {
+    let rule_text = rule
+        .message
+        .as_deref()
+        .unwrap_or(&rule.rule)
+        .trim()
+        .to_string();
+    match e {
+        cel::ExecutionError::NoSuchOverload(_)
+        | cel::ExecutionError::UnsupportedBinaryOperator(..) => format!(
+            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule_text}"
+        ),
+        cel::ExecutionError::NoSuchKey(k) => {
+            format!("no such key: {k} evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::IndexOutOfBounds(i) => {
+            format!(
+                "index out of bounds: {} evaluating rule: {rule_text}",
+                cel_value_text(i)
+            )
+        }
+        cel::ExecutionError::DivisionByZero(_) => {
+            format!("division by zero evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::RemainderByZero(_) => {
+            format!("modulus by zero evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::Overflow(..) => {
+            format!("integer overflow evaluating rule: {rule_text}")
+        }
+        other => format!("{other} evaluating rule: {rule_text}"),
+    }
+}
+
+fn cel_value_text(v: &cel::Value) -> String {
+    match v {
+        cel::Value::Int(i) => i.to_string(),
+        cel::Value::UInt(u) => u.to_string(),
+        other => format!("{other:?}"),
+    }
 }

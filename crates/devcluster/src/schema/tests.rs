@@ -533,14 +533,17 @@ fn a_rule_that_does_not_compile_rejects_the_crd() {
 
 #[test]
 fn a_rule_that_errors_at_runtime_is_an_invalid_value_not_a_panic() {
-    let s = spec_schema_with_rules(json!([{"rule": "self.missing == 1"}]));
-    let errs = s.validate(&json!({"spec": {}}));
-    assert_eq!(errs.len(), 1);
-    assert_eq!(errs[0].path, "spec");
-    assert!(
-        errs[0].message.contains("self.missing == 1"),
-        "{}",
-        errs[0].message
+    let s = spec_schema_with_rules(json!([
+        {"rule": "self.missing == 1"},
+        {"rule": "self.volumeClaimTemplates[3].size == '1'", "message": "fourth claim is 1", "fieldPath": ".volumeClaimTemplates"}
+    ]));
+    let errs = s.validate(&json!({"spec": {"volumeClaimTemplates": []}}));
+    assert_eq!(
+        messages(&errs),
+        vec![
+            "spec: Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1",
+            "spec: Invalid value: \"object\": index out of bounds: 3 evaluating rule: fourth claim is 1",
+        ]
     );
 }
 
