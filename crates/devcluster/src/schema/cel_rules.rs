@@ -25,6 +25,9 @@ pub(crate) struct CompiledRule {
     field_path: Option<String>,
     /// A transition rule (it uses `oldSelf`): skipped unless there is an old value.
     pub uses_old_self: bool,
+    /// `optionalOldSelf: true`: the transition rule also runs without an old value, with
+    /// `oldSelf` an optional (`oldSelf.hasValue()`, `oldSelf.orValue(x)`).
+    optional_old_self: bool,
 }
 
 impl std::fmt::Debug for CompiledRule {
@@ -250,6 +253,18 @@ pub(crate) fn compile_rules(
             ));
         }
         let uses_old_self = program.references().has_variable("oldSelf");
+        let optional_old_self = obj
+            .get("optionalOldSelf")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if optional_old_self && !uses_old_self {
+            errors.push(FieldError::new(
+                &format!("{item_path}.optionalOldSelf"),
+                FieldErrorKind::Invalid,
+                Some(Value::Bool(true)),
+                "may not be set if rule does not use oldSelf",
+            ));
+        }
         out.push(CompiledRule {
             rule,
             program: Arc::new(program),
@@ -258,6 +273,7 @@ pub(crate) fn compile_rules(
             reason,
             field_path,
             uses_old_self,
+            optional_old_self,
         });
     }
     out
@@ -322,12 +338,18 @@ pub(crate) fn evaluate(
     let self_value = to_cel(Some(node), value);
     let old_value = old.map(|o| to_cel(Some(node), o));
     for rule in &node.rules {
-        if rule.uses_old_self && old_value.is_none() {
+        if rule.uses_old_self && old_value.is_none() && !rule.optional_old_self {
             continue;
         }
         let mut ctx = cel::Context::with_env(Arc::clone(env()));
         ctx.add_variable_from_value("self", self_value.clone());
-        if let Some(o) = &old_value {
+        if rule.optional_old_self {
+            let optional = match &old_value {
+                Some(o) => cel::objects::OptionalValue::of(o.clone()),
+                None => cel::objects::OptionalValue::none(),
+            };
+            ctx.add_variable_from_value("oldSelf", cel::Value::Opaque(Arc::new(optional)));
+        } else if let Some(o) = &old_value {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
         let error_path = match &rule.field_path {

@@ -548,6 +548,46 @@ fn a_rule_that_errors_at_runtime_is_an_invalid_value_not_a_panic() {
 }
 
 #[test]
+fn optional_old_self_rules_also_run_on_create() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [{
+                "rule": "oldSelf.hasValue() ? self.replicas >= oldSelf.value().replicas : self.replicas <= 3",
+                "message": "replicas start at most 3 and never shrink",
+                "optionalOldSelf": true
+            }]
+        }}
+    }));
+    assert!(s.validate(&json!({"spec": {"replicas": 2}})).is_empty());
+    assert_eq!(s.validate(&json!({"spec": {"replicas": 5}})).len(), 1);
+    assert!(
+        s.validate_update(
+            &json!({"spec": {"replicas": 5}}),
+            &json!({"spec": {"replicas": 2}})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        messages(&s.validate_update(
+            &json!({"spec": {"replicas": 1}}),
+            &json!({"spec": {"replicas": 2}})
+        )),
+        vec!["spec: Invalid value: \"object\": replicas start at most 3 and never shrink"]
+    );
+    let err = StructuralSchema::from_openapi(&json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true", "optionalOldSelf": true}]}}
+    }))
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("x-kubernetes-validations[0].optionalOldSelf: Invalid value: true"),
+        "{err}"
+    );
+}
+
+#[test]
 fn list_map_items_correlate_with_old_items_by_key() {
     let s = schema(json!({
         "type": "object",
