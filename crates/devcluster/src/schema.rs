@@ -281,7 +281,8 @@ impl StructuralSchema {
 
     /// Drops fields the schema does not specify (keeping everything under
     /// `x-kubernetes-preserve-unknown-fields`, `apiVersion`/`kind`/`metadata` of embedded resources,
-    /// and `apiVersion`, `kind` and `metadata` at the top level, which the schema does not prune).
+    /// and `apiVersion`, `kind` and `metadata` at the top level, which the schema does not prune;
+    /// `metadata` keeps the fields ObjectMeta has, as decoding it on a real server does).
     pub fn prune(&self, obj: &mut Value) {
         prune::prune_root(&self.root, obj);
     }
