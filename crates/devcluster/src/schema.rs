@@ -230,7 +230,7 @@ impl StructuralSchema {
         let root = parser.parse_root(schema, path);
         if parser.errors.is_empty() {
             let mut default_errors = Vec::new();
-            defaults::check_defaults(&root, path, &mut default_errors);
+            defaults::check_defaults_root(&root, path, &mut default_errors);
             if !default_errors.is_empty() {
                 return Err(SchemaError::Invalid(default_errors));
             }

@@ -70,7 +70,7 @@ fn prune_object(node: &Node, value: &mut Value, is_resource_root: bool) {
     }
 }
 
-fn prune_value(node: &Node, value: &mut Value) {
+pub(crate) fn prune_value(node: &Node, value: &mut Value) {
     prune_object(node, value, node.embedded);
 }
 
