@@ -365,6 +365,20 @@ pub fn render(
     })
 }
 
+/// [`render`] without the column definitions (`"columnDefinitions": null`), as a real server
+/// sends the watch events after the first one of a Table watch (`TableOptions.noHeaders`).
+pub fn render_without_headers(
+    columns: &[Column],
+    objects: &[Value],
+    include_object: IncludeObject,
+    list_metadata: Value,
+    now: i64,
+) -> Value {
+    let mut table = render(columns, objects, include_object, list_metadata, now);
+    table["columnDefinitions"] = Value::Null;
+    table
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
