@@ -948,6 +948,7 @@ fn garbage_objects_and_expressions_never_panic() {
             12,
         );
         let _ = super::timefmt::parse_date_time(&ts);
+        let _ = super::timefmt::is_date_time(&ts);
     }
 }
 
