@@ -152,7 +152,7 @@ impl IncludeObject {
     }
 }
 
-/// The age of a timestamp as table printers show it ("<unknown>" without one).
+/// The age of a timestamp as table printers show it (`<unknown>` without one).
 pub fn age(timestamp: Option<&Value>, now: i64) -> String {
     match timestamp
         .and_then(Value::as_str)
