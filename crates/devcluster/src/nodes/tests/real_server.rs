@@ -117,3 +117,39 @@ async fn deletes_and_claims_complete_on_the_real_server() {
     h.stop().await;
     running.shutdown().await;
 }
+
+#[tokio::test]
+async fn many_pods_all_start_with_distinct_addresses() {
+    const PODS: usize = 300;
+    let (running, h) = cluster(NodeConfig::default()).await;
+    let api = h.pods();
+    let started = Instant::now();
+    for i in 0..PODS {
+        create_pod(&api, &format!("p{i}")).await;
+    }
+    let pods = eventually("every pod Running", || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        let running = list
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        (running == PODS).then_some(list.items)
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let ips: std::collections::HashSet<_> = pods
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .collect();
+    assert_eq!(ips.len(), PODS, "every pod has its own IP");
+    let nodes: std::collections::HashSet<_> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(nodes.len(), 3, "pods spread over the three nodes");
+    // A figure for the docs, not an assertion (tests never assert a time).
+    println!("{PODS} pods created and Running in {elapsed:?}");
+    h.stop().await;
+    running.shutdown().await;
+}
