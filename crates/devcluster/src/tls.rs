@@ -206,6 +206,8 @@ pub async fn serve_tls(
                         return;
                     }
                 };
+            // Handlers and the observer see the peer address as with `axum::serve`.
+            let app = app.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
             let service = TowerToHyperService::new(app);
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls_stream), service);
@@ -238,7 +240,16 @@ mod tests {
     use axum::routing::get;
 
     fn version_app() -> axum::Router {
-        axum::Router::new().route(
+        axum::Router::new()
+            .route(
+                "/peer",
+                get(
+                    |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<
+                        std::net::SocketAddr,
+                    >| async move { peer.ip().to_string() },
+                ),
+            )
+            .route(
             "/version",
             get(|| async {
                 axum::Json(serde_json::json!({
@@ -287,6 +298,11 @@ mod tests {
         let client = client_from_kubeconfig(&path).await;
         let version = client.apiserver_version().await.unwrap();
         assert_eq!(version.git_version, "v1.36.0-devcluster");
+        let peer = client
+            .request_text(http::Request::get("/peer").body(Vec::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(peer, "127.0.0.1", "handlers see the client address");
 
         // "localhost" is in the certificate too.
         let url = format!("https://localhost:{}", addr.port());
