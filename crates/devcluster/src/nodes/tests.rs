@@ -10,6 +10,7 @@ use super::*;
 use crate::observe::{FaultConfig, FaultRule, Observer, ObserverConfig};
 
 mod fake_api;
+mod real_server;
 use fake_api::FakeApi;
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -26,7 +27,10 @@ impl Harness {
     }
 
     fn start_with(router: axum::Router, cfg: NodeConfig) -> Self {
-        let client = kube::Client::new(router, "default");
+        Self::with_client(kube::Client::new(router, "default"), cfg)
+    }
+
+    fn with_client(client: kube::Client, cfg: NodeConfig) -> Self {
         let shutdown = CancellationToken::new();
         let agent = spawn_node_agent(client.clone(), cfg, shutdown.clone());
         Self {
