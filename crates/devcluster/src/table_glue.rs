@@ -8,12 +8,8 @@ use crate::api_error::ApiError;
 use crate::schema::table::{self, IncludeObject};
 use crate::server::{ResourceRequest, SharedState};
 
-pub fn render(
-    _state: &SharedState,
-    req: &ResourceRequest,
-    objects: &[Value],
-    list_metadata: Value,
-) -> Result<Value, ApiError> {
+/// The columns and row-object mode a Table answer for `req` uses.
+pub fn columns_for(req: &ResourceRequest) -> Result<(Vec<table::Column>, IncludeObject), ApiError> {
     let include = IncludeObject::parse(req.query.get("includeObject")).ok_or_else(|| {
         ApiError::bad_request(format!(
             "includeObject: Unsupported value: {:?}: supported values: \"Metadata\", \"None\", \"Object\"",
@@ -32,6 +28,16 @@ pub fn render(
         }
         None => table::builtin_columns(&req.info.kind),
     };
+    Ok((columns, include))
+}
+
+pub fn render(
+    _state: &SharedState,
+    req: &ResourceRequest,
+    objects: &[Value],
+    list_metadata: Value,
+) -> Result<Value, ApiError> {
+    let (columns, include) = columns_for(req)?;
     let now = jiff::Timestamp::now().as_second();
     Ok(table::render(
         &columns,
