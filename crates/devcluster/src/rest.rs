@@ -23,6 +23,13 @@ pub async fn dispatch(
     req: ResourceRequest,
 ) -> Result<Response, ApiError> {
     let sub = req.subresource.as_deref();
+    // A namespaced resource addressed across all namespaces is read-only (list and watch).
+    if req.info.namespaced && req.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed());
+    }
+    if req.info.namespaced && req.namespace.is_none() && req.name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
     match (method.as_str(), req.name.is_some(), sub) {
         ("GET", false, None) => {
             if req.query.flag("watch") {
