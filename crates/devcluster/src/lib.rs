@@ -35,6 +35,7 @@ mod kinds;
 mod list_filter;
 mod meta;
 mod patch_glue;
+mod protobuf;
 mod registry;
 mod rest;
 mod schema_glue;

@@ -18,7 +18,13 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the body of the request is empty"));
     }
     let ct = req.content_type();
-    if ct.contains("protobuf") || ct.contains("cbor") {
+    if ct.contains("protobuf") {
+        return crate::protobuf::decode(&req.body).map_err(|e| match e {
+            crate::protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(ct),
+            other => ApiError::bad_request(other.to_string()),
+        });
+    }
+    if ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(ct));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
