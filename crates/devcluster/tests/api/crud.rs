@@ -348,3 +348,69 @@ async fn pods_become_running_on_simulated_nodes() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn dry_run_writes_store_nothing_and_terminating_namespaces_refuse_content() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = api.create(&pp, &configmap("dry", "1")).await.unwrap();
+    assert_eq!(answered.metadata.name.as_deref(), Some("dry"));
+    assert_eq!(status_code(&api.get("dry").await.unwrap_err()), 404);
+
+    let ns_api: Api<Namespace> = Api::all(dc.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "closing"}})).unwrap();
+    ns_api.create(&PostParams::default(), &ns).await.unwrap();
+    let inside: Api<ConfigMap> = Api::namespaced(dc.client(), "closing");
+    let mut held = configmap("held", "1");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    inside.create(&PostParams::default(), &held).await.unwrap();
+    ns_api
+        .delete("closing", &DeleteParams::default())
+        .await
+        .unwrap();
+    let phase = ns_api.get("closing").await.unwrap().status.unwrap().phase;
+    assert_eq!(phase.as_deref(), Some("Terminating"));
+    let e = inside
+        .create(&PostParams::default(), &configmap("late", "1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 403);
+    // The namespace waits for its last object's finalizer.
+    eventually("held object terminating", || async {
+        inside
+            .get("held")
+            .await
+            .ok()?
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    assert!(ns_api.get("closing").await.is_ok());
+    let release = json!({"metadata": {"finalizers": null}});
+    inside
+        .patch("held", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    eventually("namespace gone", || async {
+        matches!(ns_api.get("closing").await, Err(ref e) if status_code(e) == 404).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn starts_and_answers_within_a_second() {
+    let started = std::time::Instant::now();
+    let dc = start().await;
+    let api: Api<Namespace> = Api::all(dc.client());
+    api.get("default").await.unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
