@@ -36,6 +36,10 @@ pub enum SelectorError {
     /// A field selector uses a backslash escape other than `\,`, `\=` or `\\`.
     #[error("invalid field selector: invalid escape sequence: {0}")]
     FieldEscape(String),
+    /// A field selector value holds a bare `,` or `=` (the message shows its code point, as
+    /// apimachinery's does).
+    #[error("invalid field selector: unescaped character in value: {}", u32::from(*.0))]
+    FieldUnescapedRune(char),
 }
 
 #[cfg(test)]
