@@ -704,3 +704,23 @@ fn ignored_top_level_fields_are_owned_by_nobody() {
         json!({"f:status": {"f:phase": {}}})
     );
 }
+
+#[test]
+fn atomic_list_elements_are_owned_without_their_fields() {
+    let shape = pod_shape();
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "imagePullSecrets": [{"name": "regcred"}]}});
+    record_update(
+        None,
+        &mut created,
+        "kubectl-run",
+        "Update",
+        None,
+        T0,
+        &shape,
+    );
+    assert_eq!(
+        entry(&created, "kubectl-run")["fieldsV1"]["f:spec"]["f:imagePullSecrets"],
+        json!({".": {}, "k:{\"name\":\"regcred\"}": {}})
+    );
+}
