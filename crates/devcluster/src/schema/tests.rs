@@ -983,3 +983,48 @@ fn schemas_and_columns_can_be_shared_across_server_tasks() {
     shareable::<super::table::Column>();
     shareable::<super::SchemaError>();
 }
+
+#[test]
+fn common_kubernetes_rule_idioms_evaluate() {
+    let rules = [
+        "self.name.matches('^[a-z]+$')",
+        "self.tags.all(t, t.size() < 5)",
+        "size(self.tags) <= 3",
+        "self.name.startsWith('ab') && self.name.endsWith('c') && self.name.contains('b')",
+        "self.tags.exists(t, t == 'x') && 'y' in self.tags",
+        "has(self.replicas) ? self.replicas > 0 : true",
+        "self.name.lowerAscii() == self.name",
+        "self.labels.all(k, k.size() > 0 && self.labels[k] != '')",
+        "'team' in self.labels",
+        "self.tags.filter(t, t != 'x').size() == 1",
+        "self.tags.map(t, t + '!').exists(t, t == 'x!')",
+        "self.tags.exists_one(t, t == 'y')",
+        "self.replicas * 2 == 4 && self.replicas % 2 == 0 && double(self.replicas) == 2.0",
+        "string(self.replicas) == '2' && int('3') == 3",
+        "self.name.split('b').size() == 2",
+        "type(self.name) == string",
+    ];
+    for rule in rules
+        .iter()
+        .map(|r| r.to_string())
+        .chain(rules.iter().map(|r| format!("!({r})")))
+    {
+        let negated = rule.starts_with("!(");
+        let s = schema(json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "replicas": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+            }, "x-kubernetes-validations": [{"rule": rule}]}}
+        }));
+        let errs = s.validate(&json!({"spec": {"name": "abc", "replicas": 2, "tags": ["x", "y"], "labels": {"team": "a"}}}));
+        assert_eq!(
+            errs.len(),
+            usize::from(negated),
+            "{rule}: {:?}",
+            messages(&errs)
+        );
+    }
+}
