@@ -38,7 +38,6 @@ mod patch_glue;
 mod registry;
 mod rest;
 mod schema_glue;
-mod selector_interim;
 mod server;
 mod store;
 mod table_glue;

@@ -79,7 +79,7 @@ fn get(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError>
     if wants_table(accept) {
         return Ok(json_response(
             StatusCode::OK,
-            &crate::table_glue::render(state, req, &[obj], json!({"resourceVersion": ""})),
+            &crate::table_glue::render(state, req, &[obj], json!({}))?,
         ));
     }
     if accept.contains("as=PartialObjectMetadata") {
@@ -189,7 +189,7 @@ fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError
     if wants_table(accept) {
         return Ok(json_response(
             StatusCode::OK,
-            &crate::table_glue::render(state, req, &presented, metadata),
+            &crate::table_glue::render(state, req, &presented, metadata)?,
         ));
     }
     if accept.contains("as=PartialObjectMetadataList") {

@@ -149,7 +149,6 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
             bookmarks,
             timeout,
             bookmark_interval: options.bookmark_interval,
-            close_probability: options.watch_close_probability,
             shutdown: state.shutdown.clone(),
         },
     ));
@@ -170,7 +169,6 @@ struct WatchSettings {
     bookmarks: bool,
     timeout: Duration,
     bookmark_interval: Duration,
-    close_probability: f64,
     shutdown: tokio_util::sync::CancellationToken,
 }
 
@@ -225,9 +223,6 @@ async fn run(
             _ = s.shutdown.cancelled() => return,
             _ = w.tx.closed() => return,
             _ = ticker.tick() => {
-                if s.close_probability > 0.0 && fastrand::f64() < s.close_probability {
-                    return;
-                }
                 if s.bookmarks && progress_rv > 0 && !w.send(w.bookmark(progress_rv, false)).await {
                     return;
                 }

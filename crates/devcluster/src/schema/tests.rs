@@ -85,10 +85,24 @@ fn int_or_string_any_of_pattern_is_accepted() {
     }));
     assert!(s.validate(&json!({"spec": {"port": 80}})).is_empty());
     assert!(s.validate(&json!({"spec": {"port": "http"}})).is_empty());
+    let expected = vec![
+        "<nil>: Invalid value: \"\": \"spec.port\" must validate at least one schema (anyOf)",
+        "spec.port: Invalid value: \"boolean\": spec.port in body must be of type integer: \"boolean\"",
+    ];
     let errs = s.validate(&json!({"spec": {"port": true}}));
-    assert_eq!(errs.len(), 1, "{errs:?}");
-    assert_eq!(errs[0].path, "spec.port");
-    assert_eq!(errs[0].kind, FieldErrorKind::TypeInvalid);
+    assert_eq!(messages(&errs), expected);
+    assert_eq!(errs[1].kind, FieldErrorKind::TypeInvalid);
+    // Without the anyOf written out, the field validates the same way.
+    let implicit = spec_schema(json!({"port": {"x-kubernetes-int-or-string": true}}));
+    assert!(
+        implicit
+            .validate(&json!({"spec": {"port": "http"}}))
+            .is_empty()
+    );
+    assert_eq!(
+        messages(&implicit.validate(&json!({"spec": {"port": true}}))),
+        expected
+    );
 }
 
 #[test]
@@ -281,6 +295,9 @@ fn list_types_reject_duplicates_and_report_their_type() {
     assert_eq!(s.list_type(&["spec", "plain"]), Some(ListType::Atomic));
     assert_eq!(s.list_type(&["spec"]), None);
     assert_eq!(s.list_type(&["spec", "missing"]), None);
+    // The same answers through the patch module's trait, as server-side apply asks them.
+    let shape: &dyn crate::patch::FieldShape = &s;
+    assert_eq!(shape.list_type(&["spec", "set"]), Some(ListType::Set));
 }
 
 #[test]
@@ -299,10 +316,12 @@ fn junctors_validate_values() {
     assert_eq!(
         messages(&s.validate(&json!({"spec": {"a": "xy", "b": "forbidden", "c": {}, "d": 5}}))),
         vec![
-            "spec.a: Invalid value: \"xy\": spec.a in body must validate one and only one schema (oneOf)",
-            "spec.b: Invalid value: \"forbidden\": spec.b in body must not validate the schema provided",
-            "spec.c: Invalid value: map[string]interface {}{}: spec.c in body must validate at least one schema (anyOf)",
+            "<nil>: Invalid value: \"\": \"spec.a\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+            "<nil>: Invalid value: \"\": \"spec.b\" must not validate the schema (not)",
+            "<nil>: Invalid value: \"\": \"spec.c\" must validate at least one schema (anyOf)",
+            "spec.c.p: Required value",
             "spec.d: Invalid value: 5: spec.d in body should be less than or equal to 3",
+            "<nil>: Invalid value: \"\": \"spec.d\" must validate all the schemas (allOf)",
         ]
     );
 }
@@ -497,6 +516,27 @@ fn a_rule_that_does_not_compile_rejects_the_crd() {
     );
     let err = StructuralSchema::from_openapi(&json!({
         "type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.items.all(i, i.size > limit)"}
+        ]}}
+    }))
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("compilation failed: ERROR: undeclared reference to 'limit'"),
+        "{err}"
+    );
+    assert!(
+        StructuralSchema::from_openapi(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "x-kubernetes-validations": [
+                {"rule": "self.all(k, self[k].all(i, type(i) == string || [1].exists(j, j == i)))"}
+            ]}}
+        }))
+        .is_ok()
+    );
+    let err = StructuralSchema::from_openapi(&json!({
+        "type": "object",
         "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true", "reason": "Nope"}]}}
     }))
     .unwrap_err();
@@ -509,14 +549,57 @@ fn a_rule_that_does_not_compile_rejects_the_crd() {
 
 #[test]
 fn a_rule_that_errors_at_runtime_is_an_invalid_value_not_a_panic() {
-    let s = spec_schema_with_rules(json!([{"rule": "self.missing == 1"}]));
-    let errs = s.validate(&json!({"spec": {}}));
-    assert_eq!(errs.len(), 1);
-    assert_eq!(errs[0].path, "spec");
+    let s = spec_schema_with_rules(json!([
+        {"rule": "self.missing == 1"},
+        {"rule": "self.volumeClaimTemplates[3].size == '1'", "message": "fourth claim is 1", "fieldPath": ".volumeClaimTemplates"}
+    ]));
+    let errs = s.validate(&json!({"spec": {"volumeClaimTemplates": []}}));
+    assert_eq!(
+        messages(&errs),
+        vec![
+            "spec: Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1",
+            "spec: Invalid value: \"object\": index out of bounds: 3 evaluating rule: fourth claim is 1",
+        ]
+    );
+}
+
+#[test]
+fn optional_old_self_rules_also_run_on_create() {
+    let s = schema(json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer"}},
+            "x-kubernetes-validations": [{
+                "rule": "oldSelf.hasValue() ? self.replicas >= oldSelf.value().replicas : self.replicas <= 3",
+                "message": "replicas start at most 3 and never shrink",
+                "optionalOldSelf": true
+            }]
+        }}
+    }));
+    assert!(s.validate(&json!({"spec": {"replicas": 2}})).is_empty());
+    assert_eq!(s.validate(&json!({"spec": {"replicas": 5}})).len(), 1);
     assert!(
-        errs[0].message.contains("self.missing == 1"),
-        "{}",
-        errs[0].message
+        s.validate_update(
+            &json!({"spec": {"replicas": 5}}),
+            &json!({"spec": {"replicas": 2}})
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        messages(&s.validate_update(
+            &json!({"spec": {"replicas": 1}}),
+            &json!({"spec": {"replicas": 2}})
+        )),
+        vec!["spec: Invalid value: \"object\": replicas start at most 3 and never shrink"]
+    );
+    let err = StructuralSchema::from_openapi(&json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true", "optionalOldSelf": true}]}}
+    }))
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("x-kubernetes-validations[0].optionalOldSelf: Invalid value: true"),
+        "{err}"
     );
 }
 
@@ -597,9 +680,7 @@ fn reference_schema(kind: &str) -> Option<StructuralSchema> {
 }
 
 fn admit(s: &StructuralSchema, mut obj: Value) -> (Value, Vec<super::FieldError>) {
-    s.prune(&mut obj);
-    s.apply_defaults(&mut obj);
-    let errs = s.validate(&obj);
+    let errs = s.admit(&mut obj, None);
     (obj, errs)
 }
 
@@ -703,6 +784,10 @@ fn broken_sandboxes_fail_at_the_right_path() {
             json!({"spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "eighty"}]}]}}}}),
             "spec.podTemplate.spec.containers[0].ports[0].containerPort: Invalid value: \"string\": spec.podTemplate.spec.containers[0].ports[0].containerPort in body must be of type integer: \"string\"",
         ),
+        (
+            json!({"spec": {"shutdownTime": "tomorrow", "podTemplate": {"spec": {"containers": [{"name": "c"}]}}}}),
+            "spec.shutdownTime: Invalid value: \"tomorrow\": spec.shutdownTime in body must be of type date-time: \"tomorrow\"",
+        ),
     ];
     for (obj, expected) in cases {
         let (_, errs) = admit(&s, obj.clone());
@@ -725,6 +810,22 @@ fn broken_warm_pools_claims_and_templates_fail_at_the_right_path() {
         messages(&errs).contains(&"spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\"".to_string()),
         "{errs:?}"
     );
+    let (_, errs) = admit(
+        &pool,
+        json!({"spec": {"replicas": -1, "sandboxTemplateRef": {"name": "t"}}}),
+    );
+    assert_eq!(
+        messages(&errs),
+        vec![
+            "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"
+        ]
+    );
+    let (defaulted, errs) = admit(
+        &pool,
+        json!({"spec": {"sandboxTemplateRef": {"name": "t"}}}),
+    );
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(defaulted["spec"]["replicas"], 1);
     let claim = reference_schema("SandboxClaim").unwrap();
     let (_, errs) = admit(&claim, json!({"spec": {}}));
     assert_eq!(messages(&errs), vec!["spec.warmPoolRef: Required value"]);
@@ -759,4 +860,126 @@ fn the_reference_sandbox_rule_blocks_volume_claim_template_changes() {
     let mut replicas_only = old.clone();
     replicas_only["spec"]["replicas"] = json!(0);
     assert!(s.validate_update(&replicas_only, &old).is_empty());
+}
+
+// ---- robustness ----------------------------------------------------------------------------------
+
+/// A small deterministic generator (xorshift), so the garbage below is the same on every run.
+struct Garbage(u64);
+
+impl Garbage {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+
+    fn text(&mut self, alphabet: &[&str], max: u64) -> String {
+        let n = self.next() % max;
+        (0..n).map(|_| *self.pick(alphabet)).collect()
+    }
+
+    fn value(&mut self, depth: u32) -> Value {
+        let keys = [
+            "spec",
+            "podTemplate",
+            "containers",
+            "name",
+            "replicas",
+            "operatingMode",
+            "volumeClaimTemplates",
+            "metadata",
+            "ports",
+            "é",
+        ];
+        match self.next() % if depth == 0 { 5 } else { 7 } {
+            0 => Value::Null,
+            1 => json!(self.next().is_multiple_of(3)),
+            2 => json!((self.next() % 2000) as i64 - 1000),
+            3 => json!(1.5),
+            4 => json!(self.text(&["a", "Running", "é", "-", "1"], 6)),
+            5 => Value::Array(
+                (0..self.next() % 3)
+                    .map(|_| self.value(depth - 1))
+                    .collect(),
+            ),
+            _ => Value::Object(
+                (0..self.next() % 4)
+                    .map(|_| (self.pick(&keys).to_string(), self.value(depth - 1)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+#[test]
+fn garbage_objects_and_expressions_never_panic() {
+    let s = reference_schema("Sandbox").unwrap();
+    let mut g = Garbage(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..2000 {
+        let mut obj = json!({"spec": g.value(4), "status": g.value(3)});
+        if g.next().is_multiple_of(2) {
+            obj["spec"] = json!({"podTemplate": {"spec": {"containers": [g.value(3)]}}, "volumeClaimTemplates": g.value(2)});
+        }
+        let old = obj.clone();
+        s.prune(&mut obj);
+        s.apply_defaults(&mut obj);
+        let _ = s.validate(&obj);
+        let _ = s.validate_update(&obj, &old);
+        let _ = s.list_type(&["spec", "podTemplate", "spec", "containers"]);
+    }
+    let alphabet = [
+        ".", "..", "[", "]", "?(", ")", "@", "$", "'", "\"", "*", ":", "-1", "0", "a", "é", "{",
+        "}", "==", "\\", ",", " ", "range ", "end",
+    ];
+    for _ in 0..5000 {
+        let expr = g.text(&alphabet, 12);
+        let _ = super::jsonpath::eval(&expr, &json!({"a": [{"b": 1}], "é": {"x": "y"}}));
+        let _ = super::jsonpath::render(&expr, &json!({"a": [1, 2]}));
+        let ts = g.text(
+            &[
+                "2024", "-", "01", "T", ":", "Z", "+", "é", "0", "12", ".", " ",
+            ],
+            12,
+        );
+        let _ = super::timefmt::parse_date_time(&ts);
+        let _ = super::timefmt::is_date_time(&ts);
+    }
+}
+
+#[test]
+fn causes_and_aggregate_messages_match_a_422_status() {
+    let s = spec_schema(json!({"replicas": {"type": "integer", "minimum": 0}}));
+    let errs = s.validate(&json!({"spec": {"replicas": -1}}));
+    assert_eq!(
+        errs[0].cause(),
+        json!({
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+            "field": "spec.replicas"
+        })
+    );
+    let twice = vec![errs[0].clone(), errs[0].clone()];
+    assert_eq!(super::join_errors(&twice), errs[0].to_string());
+    let two = vec![
+        errs[0].clone(),
+        super::FieldError::new("spec.x", FieldErrorKind::Required, None, ""),
+    ];
+    assert_eq!(
+        super::join_errors(&two),
+        format!("[{}, spec.x: Required value]", errs[0])
+    );
+}
+
+#[test]
+fn schemas_and_columns_can_be_shared_across_server_tasks() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<StructuralSchema>();
+    shareable::<super::table::Column>();
+    shareable::<super::SchemaError>();
 }
