@@ -377,8 +377,9 @@ async fn failing_status_writes_are_retried_until_they_succeed() {
                 rules: vec![FaultRule {
                     verbs: vec!["patch".into(), "create".into()],
                     resources: vec!["pods/status".into(), "pods/binding".into()],
-                    // Low enough that six failures in a row (6.3 s of back-off) stay unlikely.
-                    error_rate: 0.3,
+                    // Low enough that the seven failures in a row it takes to use up the
+                    // deadline (12.7 s of back-off) stay out of reach (0.2^7 per write).
+                    error_rate: 0.2,
                     error_code: 500,
                     ..Default::default()
                 }],
