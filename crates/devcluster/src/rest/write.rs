@@ -638,6 +638,8 @@ fn write_scale(
     let Some(spec_path) = info.scale.as_ref().map(|s| s.spec_replicas_path.clone()) else {
         return Err(ApiError::not_found_path());
     };
+    let manager = crate::patch_glue::field_manager(req);
+    let now = meta::now_rfc3339();
     let outcome = state.store.write(
         &info.group_resource(),
         req.namespace_or_empty(),
@@ -682,6 +684,14 @@ fn write_scale(
             }
             let mut new = (**current).clone();
             path_set(&mut new, &spec_path, json!(replicas));
+            crate::patch_glue::record_update(
+                Some(current),
+                &mut new,
+                &manager,
+                Some("scale"),
+                &now,
+                &info,
+            );
             if info.tracks_generation && spec_changed(current, &new) {
                 let g = current
                     .pointer("/metadata/generation")
