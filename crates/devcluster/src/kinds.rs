@@ -370,12 +370,45 @@ pub fn prepare_update(
             // spec.finalizers only change through /finalize.
             new["spec"] = old.get("spec").cloned().unwrap_or_else(|| json!({}));
         }
-        ("", "secrets") => fold_string_data(new),
+        ("", "secrets") => {
+            fold_string_data(new);
+            check_immutable_data(old, new)?;
+        }
+        ("", "configmaps") => check_immutable_data(old, new)?,
         ("", "pods") => check_pod_update(old, new)?,
         ("apiextensions.k8s.io", "customresourcedefinitions") => crate::crd::prepare(new)?,
         _ => {}
     }
     Ok(())
+}
+
+/// ConfigMaps and Secrets marked `immutable: true` keep their data and the flag.
+fn check_immutable_data(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
+    if old.get("immutable") != Some(&Value::Bool(true)) {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    for field in ["data", "binaryData"] {
+        if old.get(field) != new.get(field) {
+            causes.push(cause(
+                "FieldValueForbidden",
+                field,
+                "Forbidden: field is immutable when `immutable` is set".into(),
+            ));
+        }
+    }
+    if new.get("immutable") != Some(&Value::Bool(true)) {
+        causes.push(cause(
+            "FieldValueForbidden",
+            "immutable",
+            "Forbidden: field is immutable when `immutable` is set".into(),
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(causes)
+    }
 }
 
 /// Pod specs are immutable except images, activeDeadlineSeconds, tolerations additions and

@@ -209,10 +209,10 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                     return Err(ApiError::already_exists(&info.group, &info.plural, &name));
                 }
                 if dry {
-                    dry_result = Some(candidate.clone());
+                    dry_result = Some(candidate);
                     return Ok(WriteOp::Unchanged);
                 }
-                Ok(WriteOp::Put(candidate.clone()))
+                Ok(WriteOp::Put(candidate))
             });
         match result {
             Err(e) if e.reason == "AlreadyExists" && explicit.is_none() && attempt < 7 => continue,

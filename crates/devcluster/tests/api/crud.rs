@@ -414,3 +414,24 @@ async fn starts_and_answers_within_a_second() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn immutable_configmaps_keep_their_data() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut cm = configmap("frozen", "1");
+    cm.immutable = Some(true);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let change = json!({"data": {"k": "2"}});
+    let e = api
+        .patch("frozen", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let relabel = json!({"metadata": {"labels": {"still": "ok"}}});
+    assert!(
+        api.patch("frozen", &PatchParams::default(), &Patch::Merge(&relabel))
+            .await
+            .is_ok()
+    );
+}
