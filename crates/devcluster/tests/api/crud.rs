@@ -341,7 +341,12 @@ async fn pods_become_running_on_simulated_nodes() {
     .await;
     let st = running.status.unwrap();
     assert!(st.pod_ip.unwrap().starts_with("127."));
-    assert!(running.spec.unwrap().node_name.is_some());
+    let node = running.spec.unwrap().node_name.expect("bound to a node");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(dc.client());
+    assert!(
+        nodes.get(&node).await.is_ok(),
+        "the simulated node {node} is a Node object"
+    );
     api.delete("p", &DeleteParams::default()).await.unwrap();
     eventually("pod deleted", || async {
         matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
