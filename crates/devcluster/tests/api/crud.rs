@@ -440,3 +440,38 @@ async fn immutable_configmaps_keep_their_data() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn pod_deletion_honours_the_grace_period_and_the_node_finishes_it() {
+    let dc = devcluster::DevCluster::start(devcluster::Config {
+        nodes: devcluster::nodes::NodeConfig {
+            termination_delay: std::time::Duration::from_millis(800),
+            ..Default::default()
+        },
+        ..devcluster::Config::ephemeral()
+    })
+    .await
+    .unwrap();
+    let api: Api<Pod> = Api::default_namespaced(dc.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("pod scheduled", || async {
+        api.get("p").await.ok()?.spec?.node_name.map(|_| ())
+    })
+    .await;
+    api.delete("p", &DeleteParams::default()).await.unwrap();
+    let terminating = api
+        .get("p")
+        .await
+        .expect("still there while its grace period runs");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    eventually("pod deleted by the node", || async {
+        matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
+    })
+    .await;
+}
