@@ -198,6 +198,15 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         }
         crate::kinds::prepare_create(state, &info, &mut candidate)
             .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+        let meta_causes = meta::object_meta_causes(&candidate);
+        if !meta_causes.is_empty() {
+            return Err(ApiError::invalid(
+                &info.group,
+                &info.kind,
+                &name,
+                meta_causes,
+            ));
+        }
         crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
@@ -318,6 +327,15 @@ pub fn prepare_update(
     }
     crate::kinds::prepare_update(state, info, old, &mut new)
         .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+    let meta_causes = meta::object_meta_causes(&new);
+    if !meta_causes.is_empty() {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name,
+            meta_causes,
+        ));
+    }
     if info.tracks_generation && spec_changed(old, &new) {
         let g = old
             .pointer("/metadata/generation")
@@ -519,6 +537,15 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 }
                 crate::kinds::prepare_create(state, &info, &mut created)
                     .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+                let meta_causes = meta::object_meta_causes(&created);
+                if !meta_causes.is_empty() {
+                    return Err(ApiError::invalid(
+                        &info.group,
+                        &info.kind,
+                        &name,
+                        meta_causes,
+                    ));
+                }
                 crate::crd::validate_custom(&req.query, &info, None, &mut created)?;
                 if dry {
                     dry_result = Some(created);

@@ -69,6 +69,18 @@ async fn errors_are_status_objects_with_real_reasons() {
         .unwrap_err();
     assert_eq!(status_code(&bad), 422);
 
+    let mut bad_label = configmap("labelled", "1");
+    bad_label.metadata.labels = Some([("app".to_string(), "not valid!".to_string())].into());
+    let e = api
+        .create(&PostParams::default(), &bad_label)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(s.message.contains("metadata.labels"), "{}", s.message);
+
     let elsewhere: Api<ConfigMap> = Api::namespaced(dc.client(), "no-such-ns");
     let e = elsewhere
         .create(&PostParams::default(), &configmap("a", "1"))
