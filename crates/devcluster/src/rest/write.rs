@@ -435,6 +435,17 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             let Some(current) = current else {
                 return Err(ApiError::not_found(&info.group, &info.plural, &name));
             };
+            let current_uid = meta::meta_str(current, "uid").unwrap_or("");
+            if let Some(uid) = meta::meta_str(&body, "uid").filter(|u| !u.is_empty())
+                && uid != current_uid
+            {
+                return Err(ApiError::conflict(
+                    &info.group,
+                    &info.plural,
+                    &name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {current_uid}"),
+                ));
+            }
             match &body_rv {
                 Some(rv) if Some(rv.as_str()) != meta::meta_str(current, "resourceVersion") => {
                     return Err(ApiError::stale(&info.group, &info.plural, &name));
