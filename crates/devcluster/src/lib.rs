@@ -26,6 +26,7 @@ pub mod tls;
 
 // The API server.
 mod api_error;
+mod builtin_types;
 mod cluster;
 mod config;
 mod crd;

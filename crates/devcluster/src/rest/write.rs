@@ -103,6 +103,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut obj = parse_body(req)?;
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
+    crate::builtin_types::admit(&req.query, &info, &mut obj)?;
     let ns = req.namespace_or_empty().to_string();
     if let Some(body_ns) = meta::meta_str(&obj, "namespace")
         && !body_ns.is_empty()
@@ -399,9 +400,10 @@ fn respond_written(
 }
 
 pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let body = parse_body(req)?;
+    let mut body = parse_body(req)?;
     check_type_meta(req, &body)?;
     let info = req.info.clone();
+    crate::builtin_types::admit(&req.query, &info, &mut body)?;
     let name = req.name.clone().unwrap_or_default();
     if let Some(n) = meta::meta_str(&body, "name")
         && n != name
@@ -525,6 +527,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 }
                 let mut created =
                     crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
+                crate::builtin_types::admit(&req.query, &info, &mut created)?;
                 if let Some(m) = meta::metadata_mut(&mut created) {
                     m.insert("name".into(), json!(name));
                     m.insert("uid".into(), json!(meta::new_uid()));
@@ -565,7 +568,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 return Ok(WriteOp::Put(created));
             };
             let served = present(current, req);
-            let patched = crate::patch_glue::apply_patch(
+            let mut patched = crate::patch_glue::apply_patch(
                 kind,
                 &served,
                 &patch_body,
@@ -575,6 +578,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 sub.as_deref(),
                 &now,
             )?;
+            crate::builtin_types::admit(&req.query, &info, &mut patched)?;
             if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta::meta_str(current, "resourceVersion")
             {
