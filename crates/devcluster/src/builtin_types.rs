@@ -200,7 +200,8 @@ mod tests {
     fn objects_that_do_not_decode_are_left_alone() {
         let reg = Registry::with_builtins();
         let pods = reg.lookup("", "v1", "pods").unwrap();
-        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": "not a list", "whatever": 1}});
+        let mut pod =
+            json!({"metadata": {"name": "p"}, "spec": {"containers": "not a list", "whatever": 1}});
         assert!(drop_unknown_fields(&pods, &mut pod).is_empty());
         assert_eq!(pod["spec"]["whatever"], 1);
     }

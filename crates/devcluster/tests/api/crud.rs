@@ -487,3 +487,31 @@ async fn pod_deletion_honours_the_grace_period_and_the_node_finishes_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn unknown_fields_are_dropped_or_refused_with_strict_validation() {
+    let dc = start_without_nodes().await;
+    let post = |query: &str, name: &str| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "datta": {"a": "b"}});
+        http::Request::post(format!("/api/v1/namespaces/default/configmaps{query}"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = dc
+        .client()
+        .request::<serde_json::Value>(post("?fieldValidation=Strict", "strict"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 400);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(
+        s.message.contains("unknown field \"datta\""),
+        "{}",
+        s.message
+    );
+    let stored: serde_json::Value = dc.client().request(post("", "lenient")).await.unwrap();
+    assert!(stored.get("datta").is_none(), "unknown field dropped");
+}
