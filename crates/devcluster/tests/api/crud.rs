@@ -515,3 +515,40 @@ async fn unknown_fields_are_dropped_or_refused_with_strict_validation() {
     let stored: serde_json::Value = dc.client().request(post("", "lenient")).await.unwrap();
     assert!(stored.get("datta").is_none(), "unknown field dropped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_concurrency_loses_no_update() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut counter = configmap("counter", "1");
+    counter.data = Some([("n".to_string(), "0".to_string())].into());
+    api.create(&PostParams::default(), &counter).await.unwrap();
+    let workers = 8;
+    let increments = 10;
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0u32;
+            for _ in 0..increments {
+                loop {
+                    let mut cm = api.get("counter").await.unwrap();
+                    let data = cm.data.get_or_insert_with(Default::default);
+                    let n: u64 = data["n"].parse().unwrap();
+                    data.insert("n".into(), (n + 1).to_string());
+                    match api.replace("counter", &PostParams::default(), &cm).await {
+                        Ok(_) => break,
+                        Err(e) if status_code(&e) == 409 => conflicts += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let final_value = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
+    assert_eq!(final_value, (workers * increments).to_string());
+}
