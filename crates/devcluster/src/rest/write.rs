@@ -421,6 +421,14 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
+    if info.allow_create_on_update
+        && state
+            .store
+            .get(&info.group_resource(), req.namespace_or_empty(), &name)
+            .is_none()
+    {
+        check_namespace(state, req)?;
+    }
     let body_rv = meta::meta_str(&body, "resourceVersion")
         .filter(|s| !s.is_empty())
         .map(String::from);
@@ -435,7 +443,18 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         &name,
         |current, _| {
             let Some(current) = current else {
-                return Err(ApiError::not_found(&info.group, &info.plural, &name));
+                if !(info.allow_create_on_update && sub.is_none() && body_rv.is_none()) {
+                    return Err(ApiError::not_found(&info.group, &info.plural, &name));
+                }
+                let ns = req.namespace_or_empty().to_string();
+                let mut created =
+                    admit_new_object(state, req, &info, body.clone(), &ns, &name, &now)?;
+                crate::patch_glue::record_update(None, &mut created, &manager, None, &now, &info);
+                if dry {
+                    dry_result = Some(created);
+                    return Ok(WriteOp::Unchanged);
+                }
+                return Ok(WriteOp::Put(created));
             };
             let current_uid = meta::meta_str(current, "uid").unwrap_or("");
             if let Some(uid) = meta::meta_str(&body, "uid").filter(|u| !u.is_empty())
@@ -483,7 +502,61 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
-    respond_written(state, req, outcome, dry_result, StatusCode::OK)
+    respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
+}
+
+/// Everything the server does to a new object written by PUT (kinds that allow create on
+/// update) or server-side apply: unknown fields, identity metadata, per-kind defaults, metadata
+/// and schema validation.
+fn admit_new_object(
+    state: &SharedState,
+    req: &ResourceRequest,
+    info: &ResourceInfo,
+    mut created: Value,
+    ns: &str,
+    name: &str,
+    now: &str,
+) -> Result<Value, ApiError> {
+    crate::builtin_types::admit(&req.query, info, &mut created)?;
+    if let Some(m) = meta::metadata_mut(&mut created) {
+        m.insert("name".into(), json!(name));
+        m.insert("uid".into(), json!(meta::new_uid()));
+        m.insert("creationTimestamp".into(), json!(now));
+        m.remove("resourceVersion");
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        if info.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        if info.tracks_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    if let Some(o) = created.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            json!(info.api_version(info.storage_version())),
+        );
+        o.insert("kind".into(), json!(info.kind));
+        if info.has_status && info.is_custom() {
+            o.remove("status");
+        }
+    }
+    crate::kinds::prepare_create(state, info, &mut created)
+        .map_err(|causes| ApiError::invalid(&info.group, &info.kind, name, causes))?;
+    let meta_causes = meta::object_meta_causes(&created);
+    if !meta_causes.is_empty() {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            name,
+            meta_causes,
+        ));
+    }
+    crate::crd::validate_custom(&req.query, info, None, &mut created)?;
+    Ok(created)
 }
 
 pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
@@ -525,42 +598,8 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 if kind != crate::patch_glue::PatchKind::Apply || sub.is_some() {
                     return Err(ApiError::not_found(&info.group, &info.plural, &name));
                 }
-                let mut created =
-                    crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
-                crate::builtin_types::admit(&req.query, &info, &mut created)?;
-                if let Some(m) = meta::metadata_mut(&mut created) {
-                    m.insert("name".into(), json!(name));
-                    m.insert("uid".into(), json!(meta::new_uid()));
-                    m.insert("creationTimestamp".into(), json!(now));
-                    if info.namespaced {
-                        m.insert("namespace".into(), json!(ns));
-                    }
-                    if info.tracks_generation {
-                        m.insert("generation".into(), json!(1));
-                    }
-                }
-                if let Some(o) = created.as_object_mut() {
-                    o.insert(
-                        "apiVersion".into(),
-                        json!(info.api_version(info.storage_version())),
-                    );
-                    o.insert("kind".into(), json!(info.kind));
-                    if info.has_status && info.is_custom() {
-                        o.remove("status");
-                    }
-                }
-                crate::kinds::prepare_create(state, &info, &mut created)
-                    .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
-                let meta_causes = meta::object_meta_causes(&created);
-                if !meta_causes.is_empty() {
-                    return Err(ApiError::invalid(
-                        &info.group,
-                        &info.kind,
-                        &name,
-                        meta_causes,
-                    ));
-                }
-                crate::crd::validate_custom(&req.query, &info, None, &mut created)?;
+                let created = crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
+                let created = admit_new_object(state, req, &info, created, &ns, &name, &now)?;
                 if dry {
                     dry_result = Some(created);
                     return Ok(WriteOp::Unchanged);

@@ -552,3 +552,31 @@ async fn optimistic_concurrency_loses_no_update() {
     let final_value = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
     assert_eq!(final_value, (workers * increments).to_string());
 }
+
+#[tokio::test]
+async fn put_creates_leases_but_not_configmaps() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let dc = start_without_nodes().await;
+    let leases: Api<Lease> = Api::default_namespaced(dc.client());
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15},
+    }))
+    .unwrap();
+    let made = leases
+        .replace("leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert!(made.metadata.uid.is_some());
+    assert_eq!(made.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let cms: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let e = cms
+        .replace(
+            "missing",
+            &PostParams::default(),
+            &configmap("missing", "1"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 404);
+}
