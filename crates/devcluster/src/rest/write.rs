@@ -12,6 +12,9 @@ use crate::store::{WriteOp, WriteOutcome};
 
 use super::present;
 
+/// Media types of create/update bodies devcluster reads (protobuf only for a few kinds).
+const BODY_MEDIA_TYPES: &[&str] = &["application/json", "application/yaml"];
+
 /// The request body as JSON (a missing Content-Type is JSON; YAML is accepted for apply).
 pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
     if req.body.is_empty() {
@@ -20,12 +23,14 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
     let ct = req.content_type();
     if ct.contains("protobuf") {
         return crate::protobuf::decode(&req.body).map_err(|e| match e {
-            crate::protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(ct),
+            crate::protobuf::ProtobufError::Unsupported(_) => {
+                ApiError::unsupported_media_type(BODY_MEDIA_TYPES)
+            }
             other => ApiError::bad_request(other.to_string()),
         });
     }
     if ct.contains("cbor") {
-        return Err(ApiError::unsupported_media_type(ct));
+        return Err(ApiError::unsupported_media_type(BODY_MEDIA_TYPES));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
         serde_yaml::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
