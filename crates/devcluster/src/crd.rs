@@ -212,17 +212,30 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
             })
             .unwrap_or_default()
     };
-    let scale = storage.pointer("/subresources/scale").map(|s| ScaleSpec {
-        spec_replicas_path: s["specReplicasPath"]
-            .as_str()
-            .unwrap_or(".spec.replicas")
-            .to_string(),
-        status_replicas_path: s["statusReplicasPath"]
-            .as_str()
-            .unwrap_or(".status.replicas")
-            .to_string(),
-        label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
-    });
+    let scale_of = |v: &Value| {
+        v.pointer("/subresources/scale").map(|s| ScaleSpec {
+            spec_replicas_path: s["specReplicasPath"]
+                .as_str()
+                .unwrap_or(".spec.replicas")
+                .to_string(),
+            status_replicas_path: s["statusReplicasPath"]
+                .as_str()
+                .unwrap_or(".status.replicas")
+                .to_string(),
+            label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
+        })
+    };
+    let scale = scale_of(storage);
+    let version_subresources = served
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or("").to_string(),
+                v.pointer("/subresources/status").is_some(),
+                scale_of(v),
+            )
+        })
+        .collect();
     Some(ResourceInfo {
         group,
         versions: served
@@ -252,6 +265,7 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
         allow_create_on_update: false,
         crd: Some(std::sync::Arc::new(crd.clone())),
         schemas: crate::schema_glue::compile(crd),
+        version_subresources,
     })
 }
 
