@@ -294,6 +294,7 @@ pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutc
 /// schema does not know are a 400 instead of being dropped silently.
 pub fn validate_custom(
     req_query: &crate::server::Query,
+    version: &str,
     info: &ResourceInfo,
     old: Option<&Value>,
     new: &mut Value,
@@ -301,14 +302,8 @@ pub fn validate_custom(
     if info.crd.is_none() {
         return Ok(());
     }
-    let version = new
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .and_then(|av| av.rsplit('/').next())
-        .unwrap_or(info.storage_version())
-        .to_string();
     let Some(schema) = info
-        .schema_for(&version)
+        .schema_for(version)
         .or_else(|| info.schema_for(info.storage_version()))
     else {
         return Ok(());

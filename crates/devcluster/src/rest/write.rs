@@ -213,7 +213,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 meta_causes,
             ));
         }
-        crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
+        crate::crd::validate_custom(&req.query, &req.version, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
@@ -499,7 +499,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &now,
                 &info,
             );
-            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);
@@ -560,7 +560,7 @@ fn admit_new_object(
             meta_causes,
         ));
     }
-    crate::crd::validate_custom(&req.query, info, None, &mut created)?;
+    crate::crd::validate_custom(&req.query, &req.version, info, None, &mut created)?;
     Ok(created)
 }
 
@@ -639,7 +639,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                     &info,
                 );
             }
-            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);
