@@ -45,6 +45,9 @@ pub enum Error {
     /// The metrics registry could not be encoded.
     #[error("metrics encoding failed: {0}")]
     Metrics(#[from] std::fmt::Error),
+    /// Process setup or lifecycle (client, admin servers, leader election) failed.
+    #[error(transparent)]
+    Runtime(#[from] controller_common::Error),
     /// The controller's watch streams failed to start.
     #[error("controller stopped: {0}")]
     Stopped(String),
@@ -78,6 +81,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::Metrics(_) => "metrics",
             Error::Stopped(_) => "stopped",
+            Error::Runtime(_) => "runtime",
         }
     }
 
