@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use api_types::Sandbox;
+use api_types::{Sandbox, SandboxStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -53,6 +53,10 @@ pub struct Context {
     failures: Mutex<HashMap<ObjectRef<Sandbox>, u32>>,
     /// Sandboxes whose creation latency was already recorded by this process.
     latency_recorded: Mutex<HashSet<String>>,
+    /// The last status this process wrote per Sandbox, with the resourceVersion the write
+    /// produced: a pass that runs before the watch delivered that write computes from it instead
+    /// of from the stale cached status (no re-stamped transition times, no duplicate write).
+    written: Mutex<HashMap<ObjectRef<Sandbox>, (u64, SandboxStatus)>>,
 }
 
 /// Upper bound of the retry backoff after repeated failures.
@@ -74,6 +78,7 @@ impl Context {
             recorder,
             failures: Mutex::default(),
             latency_recorded: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 
@@ -92,6 +97,57 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+    }
+
+    /// The status a pass starts from: the cached one, unless this process wrote a newer one
+    /// that the cache has not caught up with yet.
+    pub fn base_status(&self, sandbox: &Sandbox) -> SandboxStatus {
+        let key = ObjectRef::from_obj(sandbox);
+        let cached_rv = sandbox
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok());
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some((rv, status)), Some(cached)) = (written.get(&key), cached_rv) {
+            if cached < *rv {
+                return status.clone();
+            }
+            written.remove(&key);
+        }
+        sandbox.status.clone().unwrap_or_default()
+    }
+
+    /// Remembers a status written with the resulting resourceVersion.
+    pub fn remember_written(
+        &self,
+        sandbox: &Sandbox,
+        resource_version: Option<&str>,
+        status: SandboxStatus,
+    ) {
+        let key = ObjectRef::from_obj(sandbox);
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
+            Some(rv) => {
+                written.insert(key, (rv, status));
+            }
+            None => {
+                written.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets per-Sandbox memory (the Sandbox is gone).
+    pub fn forget(&self, sandbox: &Sandbox) {
+        let key = ObjectRef::from_obj(sandbox);
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
     }
 
     /// True the first time it is called for `uid` in this process.

@@ -80,14 +80,15 @@ fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Sandbox> {
 async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, Error> {
     if sandbox.metadata.deletion_timestamp.is_some() {
         // No finalizer: children go through garbage collection of their owner references.
+        ctx.forget(sandbox);
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
     match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), now) {
         Expiry::Expired => expire(sandbox, ctx, now).await,
         expiry => {
-            let (new_status, outcome) = reconcile_children(sandbox, ctx, now).await;
-            let current = sandbox.status.clone().unwrap_or_default();
+            let current = ctx.base_status(sandbox);
+            let (new_status, outcome) = reconcile_children(sandbox, ctx, &current, now).await;
             write_status(sandbox, ctx, &current, &new_status).await?;
             if outcome.multiple_pods
                 && status::ready_condition_of(&current).map(|c| c.reason.as_str())
@@ -133,6 +134,7 @@ struct PassOutcome {
 async fn reconcile_children(
     sandbox: &Sandbox,
     ctx: &Context,
+    current: &SandboxStatus,
     now: Timestamp,
 ) -> (SandboxStatus, PassOutcome) {
     let hash = name_hash(&sandbox.name_any());
@@ -148,7 +150,6 @@ async fn reconcile_children(
         outcome.errors.push(err);
     }
 
-    let current = sandbox.status.clone().unwrap_or_default();
     let mut new_status = current.clone();
 
     match &pod.pod {
@@ -292,7 +293,7 @@ fn record_creation_latency(sandbox: &Sandbox, ctx: &Context, status: &SandboxSta
 /// itself. PVCs are left to garbage collection.
 async fn expire(sandbox: &Sandbox, ctx: &Context, now: Timestamp) -> Result<Action, Error> {
     let policy = sandbox.spec.effective_shutdown_policy();
-    let current = sandbox.status.clone().unwrap_or_default();
+    let current = ctx.base_status(sandbox);
     let first_time = !status::is_marked_expired(&current);
     if policy == ShutdownPolicy::Retain {
         let desired = status::expired_status(&current, sandbox.metadata.generation, now);
