@@ -90,6 +90,7 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
             let current = ctx.base_status(sandbox);
             let (new_status, outcome) = reconcile_children(sandbox, ctx, &current, now).await;
             write_status(sandbox, ctx, &current, &new_status).await?;
+            announce_new_error(sandbox, ctx, &current, &new_status).await;
             if outcome.multiple_pods
                 && status::ready_condition_of(&current).map(|c| c.reason.as_str())
                     != Some(reason::MULTIPLE_PODS)
@@ -122,6 +123,20 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
             })
         }
     }
+}
+
+/// A Warning event when Ready turns to `ReconcilerError` or its message changes (one event per
+/// distinct error, not one per retry).
+async fn announce_new_error(sandbox: &Sandbox, ctx: &Context, current: &SandboxStatus, new: &SandboxStatus) {
+    let Some(ready) = status::ready_condition_of(new).filter(|c| c.reason == reason::RECONCILER_ERROR) else {
+        return;
+    };
+    let before = status::ready_condition_of(current);
+    if before.is_some_and(|c| c.reason == ready.reason && c.message == ready.message) {
+        return;
+    }
+    ctx.event(sandbox, EventType::Warning, reason::RECONCILER_ERROR, "Reconciling", ready.message.clone())
+        .await;
 }
 
 /// What one pass of child reconciliation produced, beyond the status.
