@@ -5,7 +5,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{PersistentVolumeClaimTemplate, PodMetadata};
+use crate::sandbox::{PersistentVolumeClaimTemplate, PodMetadata, without_schema_default};
+
+/// Field path the controllers index SandboxClaims by (the referenced pool's name).
+pub const WARM_POOL_REF_FIELD: &str = ".spec.warmPoolRef.name";
 
 /// Reference to a SandboxWarmPool in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
@@ -52,6 +55,8 @@ pub struct ClaimEnvVar {
 }
 
 /// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxClaim`.
+// kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "extensions.agents.x-k8s.io",
@@ -87,6 +92,7 @@ pub struct SandboxClaimSpec {
     pub lifecycle: Option<ClaimLifecycle>,
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
+    #[schemars(transform = without_schema_default)]
     pub additional_pod_metadata: PodMetadata,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
@@ -115,5 +121,6 @@ pub struct SandboxClaimStatus {
     pub conditions: Vec<Condition>,
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
+    #[schemars(transform = without_schema_default)]
     pub sandbox: ClaimSandboxStatus,
 }

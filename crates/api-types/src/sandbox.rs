@@ -19,6 +19,12 @@ pub const VOLUME_CLAIM_TEMPLATES_IMMUTABLE_RULE: &str = "has(self.volumeClaimTem
 /// The message the API server returns when the immutability rule fails.
 pub const VOLUME_CLAIM_TEMPLATES_IMMUTABLE_MESSAGE: &str = "volumeClaimTemplates is immutable";
 
+/// Schema transform for struct fields that deserialize with `#[serde(default)]` but have no
+/// `default` in the reference CRD (Go emits them always, the API server does not default them).
+pub(crate) fn without_schema_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
 /// Labels and annotations for the Pod (or, in a claim, merged into the Sandbox's pod template).
 /// Only these two maps exist: the Pod's name is chosen by the controller.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -44,6 +50,7 @@ pub struct PodTemplate {
     /// Labels/annotations copied to the Pod. Always serialized (possibly as `{}`), like the
     /// reference does.
     #[serde(default)]
+    #[schemars(transform = without_schema_default)]
     pub metadata: PodMetadata,
 }
 
@@ -65,6 +72,7 @@ pub struct EmbeddedObjectMetadata {
 pub struct PersistentVolumeClaimTemplate {
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
+    #[schemars(transform = without_schema_default)]
     pub metadata: EmbeddedObjectMetadata,
     pub spec: PersistentVolumeClaimSpec,
 }
@@ -124,6 +132,8 @@ impl ShutdownPolicy {
 }
 
 /// Spec of `agents.x-k8s.io/v1beta1` `Sandbox`.
+// kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "agents.x-k8s.io",
@@ -167,12 +177,20 @@ pub struct SandboxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Retain"))]
     pub shutdown_policy: Option<ShutdownPolicy>,
-    /// `Running` (default) or `Suspended`.
-    #[serde(default)]
-    pub operating_mode: OperatingMode,
+    /// `Running` or `Suspended`; the API server defaults it to `Running`. `None` is not
+    /// serialized (like Go's empty string), so a writer that leaves it unset never takes
+    /// ownership of the field away from the user (server-side apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Running"))]
+    pub operating_mode: Option<OperatingMode>,
 }
 
 impl SandboxSpec {
+    /// The operating mode in force (`Running` when unset).
+    pub fn effective_operating_mode(&self) -> OperatingMode {
+        self.operating_mode.unwrap_or_default()
+    }
+
     /// The policy that applies at expiry (`Retain` when unset).
     pub fn effective_shutdown_policy(&self) -> ShutdownPolicy {
         self.shutdown_policy.unwrap_or_default()
