@@ -127,16 +127,29 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
 
 /// A Warning event when Ready turns to `ReconcilerError` or its message changes (one event per
 /// distinct error, not one per retry).
-async fn announce_new_error(sandbox: &Sandbox, ctx: &Context, current: &SandboxStatus, new: &SandboxStatus) {
-    let Some(ready) = status::ready_condition_of(new).filter(|c| c.reason == reason::RECONCILER_ERROR) else {
+async fn announce_new_error(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    current: &SandboxStatus,
+    new: &SandboxStatus,
+) {
+    let Some(ready) =
+        status::ready_condition_of(new).filter(|c| c.reason == reason::RECONCILER_ERROR)
+    else {
         return;
     };
     let before = status::ready_condition_of(current);
     if before.is_some_and(|c| c.reason == ready.reason && c.message == ready.message) {
         return;
     }
-    ctx.event(sandbox, EventType::Warning, reason::RECONCILER_ERROR, "Reconciling", ready.message.clone())
-        .await;
+    ctx.event(
+        sandbox,
+        EventType::Warning,
+        reason::RECONCILER_ERROR,
+        "Reconciling",
+        ready.message.clone(),
+    )
+    .await;
 }
 
 /// What one pass of child reconciliation produced, beyond the status.
@@ -216,7 +229,7 @@ async fn reconcile_children(
 
     let observation = Observation {
         generation: sandbox.metadata.generation,
-        suspended: sandbox.spec.operating_mode == OperatingMode::Suspended,
+        suspended: sandbox.spec.effective_operating_mode() == OperatingMode::Suspended,
         service_field: sandbox.spec.blueprint.service,
         pod: pod.pod.as_ref().map(|p| ObservedPod {
             pod: p,

@@ -8,27 +8,21 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-pub const READY: &str = "Ready";
-pub const SUSPENDED: &str = "Suspended";
-pub const POD_SCHEDULED: &str = "PodScheduled";
-pub const FINISHED: &str = "Finished";
+pub use api_types::conditions::{FINISHED, POD_SCHEDULED, READY, SUSPENDED};
 
+/// Condition reasons, under short names (values from `api_types::conditions`).
 pub mod reason {
-    pub const DEPENDENCIES_READY: &str = "DependenciesReady";
-    pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
-    pub const SANDBOX_SUSPENDED: &str = "SandboxSuspended";
-    pub const SANDBOX_EXPIRED: &str = "SandboxExpired";
-    pub const MULTIPLE_PODS: &str = "MultiplePods";
-    pub const RECONCILER_ERROR: &str = "ReconcilerError";
-    pub const POD_SUCCEEDED: &str = "PodSucceeded";
-    pub const POD_FAILED: &str = "PodFailed";
-    pub const POD_TERMINATED: &str = "PodTerminated";
-    pub const POD_TERMINATING: &str = "PodTerminating";
-    pub const POD_NOT_OWNED: &str = "PodNotOwned";
-    pub const NOT_SUSPENDED: &str = "NotSuspended";
-    pub const POD_STATE_UNKNOWN: &str = "PodStateUnknown";
-    pub const POD_SCHEDULED: &str = "PodScheduled";
-    pub const POD_SCHEDULING_UNKNOWN: &str = "PodSchedulingUnknown";
+    pub use api_types::conditions::{
+        REASON_DEPENDENCIES_NOT_READY as DEPENDENCIES_NOT_READY,
+        REASON_DEPENDENCIES_READY as DEPENDENCIES_READY, REASON_MULTIPLE_PODS as MULTIPLE_PODS,
+        REASON_NOT_SUSPENDED as NOT_SUSPENDED, REASON_POD_FAILED as POD_FAILED,
+        REASON_POD_NOT_OWNED as POD_NOT_OWNED, REASON_POD_SCHEDULED as POD_SCHEDULED,
+        REASON_POD_SCHEDULING_UNKNOWN as POD_SCHEDULING_UNKNOWN,
+        REASON_POD_STATE_UNKNOWN as POD_STATE_UNKNOWN, REASON_POD_SUCCEEDED as POD_SUCCEEDED,
+        REASON_POD_TERMINATED as POD_TERMINATED, REASON_POD_TERMINATING as POD_TERMINATING,
+        REASON_RECONCILER_ERROR as RECONCILER_ERROR, REASON_SANDBOX_EXPIRED as SANDBOX_EXPIRED,
+        REASON_SANDBOX_SUSPENDED as SANDBOX_SUSPENDED,
+    };
 }
 
 /// The Pod a pass settled on, and whether this Sandbox controls it.
@@ -306,21 +300,8 @@ pub fn merge_conditions(
         })
         .cloned()
         .collect();
-    for mut new in computed {
-        match out.iter_mut().find(|c| c.type_ == new.type_) {
-            Some(old) => {
-                new.last_transition_time = if old.status == new.status {
-                    old.last_transition_time.clone()
-                } else {
-                    Time(now)
-                };
-                *old = new;
-            }
-            None => {
-                new.last_transition_time = Time(now);
-                out.push(new);
-            }
-        }
+    for new in computed {
+        api_types::conditions::set_condition(&mut out, new, Time(now));
     }
     out
 }

@@ -133,7 +133,7 @@ async fn pod_pass(
         }
     }
 
-    if sandbox.spec.operating_mode == OperatingMode::Suspended {
+    if sandbox.spec.effective_operating_mode() == OperatingMode::Suspended {
         return suspend(sandbox, ctx, pod, &uid, annotation).await;
     }
     match pod {
