@@ -204,12 +204,33 @@ impl SandboxController {
     }
 }
 
+/// Waits for one store's initial list. kube's readiness signal wakes only the most recent waiter
+/// (the controller itself waits on the same store), so poll with a short timeout: each new poll
+/// sees the readiness once any waiter has observed it.
+async fn wait_store<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(res) => return res.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
+}
+
 /// Stores are synced when every reflector has completed its initial list.
 impl Stores {
     pub async fn wait_until_ready(&self) -> bool {
-        self.sandboxes.wait_until_ready().await.is_ok()
-            && self.pods.wait_until_ready().await.is_ok()
-            && self.services.wait_until_ready().await.is_ok()
-            && self.pvcs.wait_until_ready().await.is_ok()
+        wait_store(&self.sandboxes).await
+            && wait_store(&self.pods).await
+            && wait_store(&self.services).await
+            && wait_store(&self.pvcs).await
     }
 }

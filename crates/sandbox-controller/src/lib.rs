@@ -51,7 +51,10 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
     let stores = controller.stores();
     tokio::spawn(async move {
         if stores.wait_until_ready().await {
+            tracing::info!("caches synced");
             gate.set_ready();
+        } else {
+            tracing::warn!("caches stopped before syncing");
         }
     });
     runtime
