@@ -173,12 +173,39 @@ impl Context {
         let ev = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(note),
+            note: Some(truncate_note(note)),
             action: action.to_string(),
             secondary: None,
         };
         if let Err(err) = recorder.publish(&ev, &sandbox.object_ref(&())).await {
             tracing::warn!(error = %err, reason, "failed to publish event");
         }
+    }
+}
+
+/// Event notes are limited to 1 kB by the API server.
+fn truncate_note(mut note: String) -> String {
+    const MAX: usize = 1024;
+    if note.len() > MAX {
+        let mut cut = MAX - 3;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+        note.push_str("...");
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_event_notes_are_cut_at_a_char_boundary() {
+        assert_eq!(truncate_note("short".into()), "short");
+        let long = "é".repeat(800);
+        let cut = truncate_note(long);
+        assert!(cut.len() <= 1024 && cut.ends_with("..."));
     }
 }
