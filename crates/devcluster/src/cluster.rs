@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::observe::Observer;
 use crate::registry::Registry;
 use crate::server::{AppState, ServerOptions, SharedState};
 use crate::store::{Store, WriteOp};
@@ -22,11 +23,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot read token file {path}: {source}")]
-    TokenFile {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    TokenFile(#[from] crate::kubeconfig::TokenFileError),
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
         path: PathBuf,
@@ -34,33 +32,29 @@ pub enum StartError {
     },
     #[error("cannot build a client for {url}: {message}")]
     Client { url: String, message: String },
-    #[error("TLS is not available in this build yet")]
-    TlsUnavailable,
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Observer(#[from] crate::observe::ObserveError),
+    #[error("invalid node configuration: {0}")]
+    Nodes(#[from] crate::nodes::NodeConfigError),
 }
 
 /// Entry point.
 pub struct DevCluster;
 
 impl DevCluster {
-    /// Start serving in this process; returns once the listener is bound and the initial
-    /// namespaces exist.
+    /// Start serving in this process; returns once the listener is bound, the initial namespaces
+    /// exist and the kubeconfig is written.
     pub async fn start(config: Config) -> Result<Running, StartError> {
-        if config.tls {
-            return Err(StartError::TlsUnavailable);
-        }
         let tokens = match &config.token_file {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|source| StartError::TokenFile {
-                    path: path.clone(),
-                    source,
-                })?
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect(),
-            None => Vec::new(),
+            Some(path) => Some(crate::kubeconfig::TokenFile::load(path)?),
+            None => None,
         };
+        if config.node_agent {
+            config.nodes.validate()?;
+        }
+        let observer = Arc::new(Observer::new(config.observer.clone())?);
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Listen {
@@ -71,86 +65,113 @@ impl DevCluster {
             addr: config.listen,
             source,
         })?;
+        let tls = if config.tls {
+            Some(crate::tls::generate_tls(&[addr.ip().to_string()])?)
+        } else {
+            None
+        };
         let shutdown = CancellationToken::new();
         let state: SharedState = Arc::new(AppState {
             store: Store::new(config.history_limit, config.watch_buffer),
             registry: Registry::with_builtins(),
             options: ServerOptions {
                 bookmark_interval: config.bookmark_interval,
-                // Graceful pod deletion needs someone to finish it; without a node agent pods go at once.
-                node_agent: false,
+                // Graceful pod deletion needs a kubelet to finish it; without the node agent pods
+                // go at once.
+                node_agent: config.node_agent,
                 tokens,
-                watch_close_probability: config.watch_close_probability,
             },
             service_ips: Default::default(),
             shutdown: shutdown.clone(),
         });
         seed(&state, &config);
-        let url = format!("http://{addr}");
+        let url = match &tls {
+            Some(_) => format!("https://{addr}"),
+            None => format!("http://{addr}"),
+        };
         let kubeconfig_path = match &config.kubeconfig_path {
             Some(p) => p.clone(),
             None => std::env::temp_dir()
                 .join(format!("devcluster-{}-{}", std::process::id(), addr.port()))
                 .join("kubeconfig"),
         };
-        write_kubeconfig(&kubeconfig_path, &url, &config.token).map_err(|source| {
-            StartError::Kubeconfig {
-                path: kubeconfig_path.clone(),
-                source,
-            }
+        crate::kubeconfig::write_kubeconfig(
+            &kubeconfig_path,
+            &url,
+            tls.as_ref().map(|t| t.ca_pem.as_str()),
+            &config.token,
+        )
+        .map_err(|source| StartError::Kubeconfig {
+            path: kubeconfig_path.clone(),
+            source,
         })?;
         let mut tasks = Vec::new();
         tasks.push(crate::gc::spawn(state.clone(), shutdown.clone()));
-        let app = crate::server::router(state.clone());
+        let metrics_observer = observer.clone();
+        let app = crate::server::router(state.clone()).route(
+            "/metrics",
+            axum::routing::get(move || {
+                let o = metrics_observer.clone();
+                async move {
+                    (
+                        [(
+                            http::header::CONTENT_TYPE,
+                            crate::observe::PROMETHEUS_CONTENT_TYPE,
+                        )],
+                        o.render_prometheus(),
+                    )
+                }
+            }),
+        );
+        let app = observer.layer(app);
         let stop = shutdown.clone();
-        tasks.push(tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        }));
-        let client = build_client(&url, &config.token)?;
+        match tls {
+            Some(material) => tasks.push(tokio::spawn(async move {
+                if let Err(e) = crate::tls::serve_tls(listener, app, &material, stop).await {
+                    tracing::error!(error = %e, "TLS server stopped");
+                }
+            })),
+            None => tasks.push(tokio::spawn(async move {
+                let service = app.into_make_service_with_connect_info::<SocketAddr>();
+                if let Err(e) = axum::serve(listener, service)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "server stopped");
+                }
+            })),
+        }
+        let client = build_client(&kubeconfig_path, &url).await?;
+        if config.node_agent {
+            tasks.push(crate::nodes::spawn_node_agent(
+                client.clone(),
+                config.nodes.clone(),
+                shutdown.clone(),
+            ));
+        }
         Ok(Running {
             addr,
             url,
             kubeconfig_path,
             client,
             state,
+            observer,
             shutdown,
             tasks,
         })
     }
 }
 
-fn build_client(url: &str, token: &str) -> Result<kube::Client, StartError> {
+async fn build_client(kubeconfig: &Path, url: &str) -> Result<kube::Client, StartError> {
     let err = |message: String| StartError::Client {
         url: url.to_string(),
         message,
     };
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| err(e.to_string()))?;
-    let mut cfg = kube::Config::new(uri);
-    cfg.default_namespace = "default".into();
-    cfg.auth_info.token = Some(token.to_string().into());
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
     kube::Client::try_from(cfg).map_err(|e| err(e.to_string()))
-}
-
-/// Interim kubeconfig writer (until `kubeconfig.rs` from devcluster-nodes is merged).
-fn write_kubeconfig(path: &Path, server: &str, token: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let doc = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "devcluster", "cluster": {"server": server}}],
-        "users": [{"name": "devcluster", "user": {"token": token}}],
-        "contexts": [{"name": "devcluster", "context": {"cluster": "devcluster", "user": "devcluster", "namespace": "default"}}],
-        "current-context": "devcluster",
-        "preferences": {},
-    });
-    let yaml = serde_yaml::to_string(&doc).map_err(std::io::Error::other)?;
-    std::fs::write(path, yaml)
 }
 
 /// The objects a fresh cluster has.
@@ -221,6 +242,7 @@ pub struct Running {
     kubeconfig_path: PathBuf,
     client: kube::Client,
     state: SharedState,
+    observer: Arc<Observer>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -255,6 +277,11 @@ impl Running {
     /// resourceVersion gets ERROR 410 `Expired`.
     pub fn compact_history(&self) {
         self.state.store.compact();
+    }
+
+    /// Request counters, audit log and fault injection of this cluster.
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
     }
 
     /// A token cancelled when the cluster stops.

@@ -17,7 +17,7 @@ pub struct Config {
     /// When set, only the tokens listed in this file (one per line) are accepted; otherwise any
     /// request is.
     pub token_file: Option<PathBuf>,
-    /// Serve HTTPS with a generated self-signed CA (needs the `tls` module).
+    /// Serve HTTPS with a generated self-signed CA (embedded in the kubeconfig).
     pub tls: bool,
     /// How many events the watch history retains; watches from older resourceVersions get 410.
     pub history_limit: usize,
@@ -25,10 +25,12 @@ pub struct Config {
     pub watch_buffer: usize,
     /// Period of BOOKMARK frames for watches that allow them.
     pub bookmark_interval: Duration,
-    /// Run the simulated node agent in-process (needs the `nodes` module).
+    /// Run the simulated node agent in-process.
     pub node_agent: bool,
-    /// Fault injection: probability, at each bookmark tick, that an open watch is closed.
-    pub watch_close_probability: f64,
+    /// Settings of the simulated nodes (count, startup delay, unschedulable and failing pods...).
+    pub nodes: crate::nodes::NodeConfig,
+    /// Request counters, audit log and fault injection (error rate, latency, early watch closes).
+    pub observer: crate::observe::ObserverConfig,
     /// Namespaces created at start besides `default`, `kube-system`, `kube-public`,
     /// `kube-node-lease` and `agent-sandbox-system`.
     pub extra_namespaces: Vec<String>,
@@ -46,7 +48,8 @@ impl Default for Config {
             watch_buffer: 8192,
             bookmark_interval: Duration::from_secs(1),
             node_agent: true,
-            watch_close_probability: 0.0,
+            nodes: crate::nodes::NodeConfig::default(),
+            observer: crate::observe::ObserverConfig::default(),
             extra_namespaces: Vec::new(),
         }
     }

@@ -97,22 +97,8 @@ pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
             ),
         ));
     }
-    for (i, v) in versions.iter().enumerate() {
-        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
-            if let Err(e) = crate::schema_glue::check_schema(schema) {
-                causes.push(invalid(
-                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    "FieldValueInvalid",
-                    format!("Invalid value: {e}"),
-                ));
-            }
-        } else {
-            causes.push(invalid(
-                &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                "FieldValueRequired",
-                "Required value: schemas are required".into(),
-            ));
-        }
+    if causes.is_empty() {
+        causes.extend(crate::schema_glue::check_crd(obj));
     }
     if !causes.is_empty() {
         return Err(causes);
@@ -264,6 +250,7 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
         delete_returns_object: false,
         allow_unconditional_update: false,
         crd: Some(std::sync::Arc::new(crd.clone())),
+        schemas: crate::schema_glue::compile(crd),
     })
 }
 
@@ -288,27 +275,41 @@ pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutc
 }
 
 /// The custom-resource write pipeline: prune unknown fields, default, validate (422 with field
-/// causes). `old` is the stored object on update.
+/// causes). `old` is the stored object on update. With `fieldValidation=Strict`, fields the
+/// schema does not know are a 400 instead of being dropped silently.
 pub fn validate_custom(
-    _state: &SharedState,
+    req_query: &crate::server::Query,
     info: &ResourceInfo,
     old: Option<&Value>,
     new: &mut Value,
 ) -> Result<(), ApiError> {
-    let Some(crd) = &info.crd else { return Ok(()) };
+    if info.crd.is_none() {
+        return Ok(());
+    }
     let version = new
         .get("apiVersion")
         .and_then(Value::as_str)
         .and_then(|av| av.rsplit('/').next())
         .unwrap_or(info.storage_version())
         .to_string();
-    let schema = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .and_then(|vs| vs.iter().find(|v| v["name"] == version.as_str()))
-        .and_then(|v| v.pointer("/schema/openAPIV3Schema"));
-    let Some(schema) = schema else { return Ok(()) };
-    let causes = crate::schema_glue::admit(schema, old, new);
+    let Some(schema) = info
+        .schema_for(&version)
+        .or_else(|| info.schema_for(info.storage_version()))
+    else {
+        return Ok(());
+    };
+    let (dropped, causes) = crate::schema_glue::admit(schema, old, new);
+    if !dropped.is_empty() && req_query.get("fieldValidation") == Some("Strict") {
+        let fields = dropped
+            .iter()
+            .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {fields}",
+            kind = info.kind
+        )));
+    }
     if causes.is_empty() {
         Ok(())
     } else {

@@ -177,6 +177,53 @@ pub fn check_bearer(
     }
 }
 
+/// Paths a real API server serves to anonymous clients (`system:public-info-viewer`).
+const PUBLIC_PATHS: [&str; 4] = ["/version", "/healthz", "/livez", "/readyz"];
+
+/// The `Status` body of a 401, as a real API server sends it.
+pub fn unauthorized_status() -> serde_json::Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Unauthorized",
+        "reason": "Unauthorized",
+        "code": 401,
+    })
+}
+
+/// axum middleware enforcing the token file (use with `axum::middleware::from_fn_with_state`,
+/// state `Option<Arc<TokenFile>>`; `None` lets everything through).
+///
+/// A request with a wrong token is refused with 401 everywhere; a request without a token is
+/// refused with 401 except on `/version`, `/healthz`, `/livez` and `/readyz`, which a real
+/// server shows to anonymous users. (A real server would answer other anonymous requests with
+/// 403 from RBAC; devcluster has no RBAC enforcement, so it says 401.)
+pub async fn require_bearer_token(
+    axum::extract::State(tokens): axum::extract::State<Option<std::sync::Arc<TokenFile>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let header = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match check_bearer(tokens.as_deref(), header) {
+        Ok(()) => next.run(request).await,
+        Err(AuthError::MissingToken)
+            if header.is_none() && PUBLIC_PATHS.contains(&request.uri().path()) =>
+        {
+            next.run(request).await
+        }
+        Err(_) => axum::response::Response::builder()
+            .status(http::StatusCode::UNAUTHORIZED)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(unauthorized_status().to_string()))
+            .unwrap_or_default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +339,65 @@ mod tests {
         assert_eq!(check_bearer(None, None), Ok(()));
         assert_eq!(check_bearer(None, Some("Bearer whatever")), Ok(()));
         assert_eq!(check_bearer(None, Some("Basic Zm9vOmJhcg==")), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn the_middleware_answers_401_status_for_bad_or_missing_tokens() {
+        use std::sync::Arc;
+        use tower::ServiceExt as _;
+        let app = |tokens: Option<Arc<TokenFile>>| {
+            axum::Router::new()
+                .route("/version", axum::routing::get(|| async { "v" }))
+                .route("/api/v1/pods", axum::routing::get(|| async { "pods" }))
+                .layer(axum::middleware::from_fn_with_state(
+                    tokens,
+                    require_bearer_token,
+                ))
+        };
+        let call = |router: axum::Router, path: &'static str, token: Option<&'static str>| async move {
+            let mut request = http::Request::builder().uri(path);
+            if let Some(token) = token {
+                request = request.header("authorization", format!("Bearer {token}"));
+            }
+            let response = router
+                .oneshot(request.body(axum::body::Body::empty()).unwrap())
+                .await
+                .unwrap();
+            response.status().as_u16()
+        };
+        let locked = app(Some(Arc::new(TokenFile::parse("good\n"))));
+        assert_eq!(
+            call(locked.clone(), "/api/v1/pods", Some("good")).await,
+            200
+        );
+        assert_eq!(call(locked.clone(), "/api/v1/pods", Some("bad")).await, 401);
+        assert_eq!(call(locked.clone(), "/api/v1/pods", None).await, 401);
+        assert_eq!(
+            call(locked.clone(), "/version", None).await,
+            200,
+            "public info"
+        );
+        assert_eq!(call(locked.clone(), "/version", Some("bad")).await, 401);
+        let open = app(None);
+        assert_eq!(call(open.clone(), "/api/v1/pods", None).await, 200);
+        assert_eq!(call(open, "/api/v1/pods", Some("anything")).await, 200);
+
+        let response = locked
+            .oneshot(
+                http::Request::builder()
+                    .uri("/api/v1/pods")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut stream = response.into_body().into_data_stream();
+        let mut body = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+            body.extend_from_slice(&chunk.unwrap());
+        }
+        let status: kube::core::Status = serde_json::from_slice(&body).unwrap();
+        assert_eq!((status.code, status.reason.as_str()), (401, "Unauthorized"));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::api_error::ApiError;
 use crate::registry::ResourceInfo;
-use crate::selector_interim::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Query;
 
 pub struct ListFilter {
@@ -92,8 +92,8 @@ impl ListFilter {
             };
         let fields = match query.get("fieldSelector") {
             Some(s) => {
-                let sel = FieldSelector::parse(s)
-                    .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+                let sel =
+                    FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
                 let extra = extra_field_labels(info);
                 for name in sel.field_names() {
                     if name != "metadata.name"

@@ -11,8 +11,10 @@
 //!   `ContainersReady`, `Ready`, `PodScheduled` (and `PodReadyToStartContainers`), `podIP(s)` from
 //!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
-//! - a terminating pod (`deletionTimestamp` set) is deleted with `gracePeriodSeconds=0` and a uid
-//!   precondition after `min(grace period, termination delay)`;
+//! - a terminating pod (`deletionTimestamp` set) stops after `min(grace period, termination
+//!   delay)`: its status reports the containers terminated and the terminal phase (`Succeeded`,
+//!   or `Failed` if a container had failed), then it is deleted with `gracePeriodSeconds=0` and a
+//!   uid precondition;
 //! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
 //!   modes (merge patch on `persistentvolumeclaims/NAME/status`).
 //!
@@ -107,9 +109,13 @@ pub fn spawn_node_agent(
             return;
         }
         let controller_config = controller::Config::default().concurrency(cfg.concurrency);
-        let pods = Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default())
-            .with_config(controller_config.clone())
-            .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        let pod_controller =
+            Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default())
+                .with_config(controller_config.clone())
+                .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        let sweeper =
+            sweep_forgotten_pods(pod_controller.store(), Arc::clone(&state), shutdown.clone());
+        let pods = pod_controller
             .run(reconcile_pod, pod_error_policy, Arc::clone(&state))
             .for_each(|_| async {});
         let claims = Controller::new(
@@ -120,8 +126,52 @@ pub fn spawn_node_agent(
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_claim, claim_error_policy, state)
         .for_each(|_| async {});
-        tokio::join!(pods, claims);
+        tokio::join!(pods, claims, sweeper);
     })
+}
+
+/// How often pod bookkeeping (IPs, start clocks, failure counts) is pruned of pods that are gone.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Pods deleted by others (grace period 0, namespace deletion ...) never come back to the
+/// reconciler, so their bookkeeping is dropped periodically against the watch cache.
+async fn sweep_forgotten_pods(
+    store: kube::runtime::reflector::Store<Pod>,
+    state: Arc<AgentState>,
+    shutdown: CancellationToken,
+) {
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        ready = store.wait_until_ready() => if ready.is_err() { return },
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+        }
+        let pods = store.state();
+        let live_uids: std::collections::HashSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        let live_keys: std::collections::HashSet<String> = pods
+            .iter()
+            .map(|p| {
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                format!("pod/{ns}/{name}")
+            })
+            .collect();
+        if let Ok(mut pool) = state.pool.lock() {
+            pool.retain(|uid| live_uids.contains(uid));
+        }
+        if let Ok(mut bound) = state.bound_since.lock() {
+            bound.retain(|uid, _| live_uids.contains(uid.as_str()));
+        }
+        if let Ok(mut failures) = state.failures.lock() {
+            failures.retain(|key, _| !key.starts_with("pod/") || live_keys.contains(key));
+        }
+    }
 }
 
 /// Learns the pod IPs already in use, so a restarted agent does not hand them out again.
@@ -190,7 +240,10 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
     let fate = pod_fate(&state.cfg, &uid);
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
     let ours = node_name.is_some_and(|n| state.cfg.node_index(n).is_some());
-    let since_bound = if ours {
+    // The startup clock only matters until the pod is started.
+    let waiting_to_start =
+        ours && pod.metadata.deletion_timestamp.is_none() && !status::is_started(&pod);
+    let since_bound = if waiting_to_start {
         let mut bound = state.bound_since.lock().unwrap_or_else(|e| e.into_inner());
         bound
             .entry(uid.clone())
@@ -278,6 +331,10 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
                 bound.remove(&uid);
             }
             result
+        }
+        PodStep::Terminate => {
+            let patch = status::terminal_patch(&pod, &now_text);
+            patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await
         }
         PodStep::Delete => {
             let params = DeleteParams {

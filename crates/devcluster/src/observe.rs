@@ -115,6 +115,11 @@ impl Observer {
         &self.metrics
     }
 
+    /// Forgets all counts and latency observations (e.g. between benchmark phases).
+    pub fn reset_counts(&self) {
+        self.metrics.reset();
+    }
+
     /// Every counted class of request with its count.
     pub fn counts(&self) -> Vec<(RequestKey, u64)> {
         self.metrics.counts()
@@ -210,6 +215,12 @@ pub async fn observe_middleware(
         .path_and_query()
         .map(|pq| pq.as_str().to_string())
         .unwrap_or_else(|| request.uri().path().to_string());
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let dry_run = dry_run_values(request.uri().query());
     let source_ip = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -226,7 +237,14 @@ pub async fn observe_middleware(
     };
     let code = response.status().as_u16();
     let elapsed = started.elapsed();
-    observer.metrics.record(&info, &user_agent, code, elapsed);
+    observer.metrics.record(
+        &info,
+        content_type.as_deref(),
+        &dry_run,
+        &user_agent,
+        code,
+        elapsed,
+    );
     if injected {
         observer.metrics.record_injected(&info, code);
     }
@@ -249,6 +267,20 @@ pub async fn observe_middleware(
     } else {
         response
     }
+}
+
+/// The `dryRun` query values joined by commas, as kube-apiserver labels its metrics.
+fn dry_run_values(query: Option<&str>) -> String {
+    let Some(query) = query else {
+        return String::new();
+    };
+    let mut values: Vec<String> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == "dryRun")
+        .map(|(_, v)| v.into_owned())
+        .collect();
+    values.sort();
+    values.dedup();
+    values.join(",")
 }
 
 fn injected_response(code: u16, retry_after_seconds: u64) -> Response {

@@ -2,17 +2,35 @@
 //!
 //! Everything here is pure: functions take the stored object and the request body as
 //! `serde_json::Value` and return the new object or an error whose Display is the message a real
-//! API server would put in its `Status`.
+//! API server would put in its `Status` (`code()` gives the HTTP status, `reason()` the reason).
 //!
-//! * [`merge_patch`]: JSON merge patch (RFC 7386, `application/merge-patch+json`).
-//! * [`json_patch`]: JSON patch (RFC 6902, `application/json-patch+json`), with the API server's
-//!   leniency that a `test` of a missing path against `null` passes.
+//! * [`merge_patch`] / [`merge_patch_request`]: JSON merge patch
+//!   (`application/merge-patch+json`), as the API server's library applies it.
+//! * [`json_patch()`]: JSON patch (`application/json-patch+json`), with the API server's
+//!   leniencies (a `test` of a missing member against `null` passes, and the others listed in
+//!   the `json` module). A failing operation is a 422 whose message is the generic one the real
+//!   server sends; [`PatchError::detail`] says which operation failed.
 //! * [`strategic_merge_patch`]: strategic merge patch (`application/strategic-merge-patch+json`)
 //!   for the built-in kinds devcluster serves, with their merge keys and the `$patch`,
-//!   `$retainKeys`, `$deleteFromPrimitiveList/` and `$setElementOrder/` directives.
-//! * [`apply`]: server-side apply (`application/apply-patch+yaml`) with field ownership, conflicts,
-//!   `force`, and removal of fields a manager stopped applying; [`record_update`] keeps ownership
-//!   right for ordinary writes.
+//!   `$retainKeys`, `$deleteFromPrimitiveList/` and `$setElementOrder/` directives. (Custom
+//!   resources do not support it: the server answers 415.)
+//! * [`apply`]: server-side apply (`application/apply-patch+yaml`) with field ownership,
+//!   conflicts, `force`, and removal of fields a manager stopped applying.
+//! * [`record_update`]: ownership for every other write (create, update, the three other patch
+//!   types, on the main resource or a subresource), so that later applies see the right owners.
+//!
+//! How lists and objects merge comes from a [`FieldShape`]: [`builtin_shape`] for built-in kinds;
+//! for custom resources the caller implements it from the CRD schema
+//! (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`) — any
+//! `Fn(&[&str]) -> Option<ListType>` closure is a shape.
+//!
+//! Calling order for a write: compute the new object (patch or body), apply the status
+//! subresource rules (keep the old `status` on main-resource writes of kinds with a status
+//! subresource; keep everything but `status` on `/status` writes), then call [`record_update`]
+//! (or use [`apply`]'s result), then set the server fields (resourceVersion, generation...).
+//! Server-set metadata (`resourceVersion`, `uid`, `creationTimestamp`, `generation`,
+//! `managedFields`...) and `apiVersion`, `kind`, `metadata.name`, `metadata.namespace` are
+//! never owned.
 
 mod apply;
 mod fieldset;
@@ -20,7 +38,10 @@ mod json;
 mod shape;
 mod strategic;
 
-pub use apply::{ApplyError, ApplyOptions, Conflict, apply, record_update};
+pub use apply::{
+    ApplyError, ApplyOptions, BEFORE_FIRST_APPLY, Conflict, apply, record_update,
+    record_update_ignoring,
+};
 pub use fieldset::{FieldPath, FieldSet, PathElement};
 pub use json::{MAX_JSON_PATCH_OPERATIONS, json_patch, merge_patch, merge_patch_request};
 pub use shape::{AtomicShape, BuiltinShape, FieldShape, ListType, builtin_shape};
@@ -119,6 +140,9 @@ impl PatchError {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

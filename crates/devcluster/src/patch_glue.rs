@@ -1,14 +1,11 @@
-//! Glue between the REST handlers and the patch machinery: which patch type a request carries,
-//! applying it, and recording field managers.
-//!
-//! Interim: until `patch.rs` (devcluster-patch) is merged, merge and JSON patch come from the
-//! `json-patch` crate (with the real server's null-`test` quirk), strategic merge patch is
-//! approximated by a JSON merge patch, server-side apply is approximated by a merge of the
-//! applied configuration (no field ownership, no conflicts), and managedFields are not recorded.
+//! Glue between the REST handlers and the patch machinery (`patch.rs`): which patch type a
+//! request carries, applying it with the right list shapes (built-in merge keys, or the CRD
+//! schema's list types), and recording field managers.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::api_error::ApiError;
+use crate::api_error::{ApiError, Cause};
+use crate::patch::{self, ApplyError, ApplyOptions, FieldShape, ListType, PatchError, TypeMeta};
 use crate::registry::ResourceInfo;
 use crate::server::ResourceRequest;
 
@@ -28,7 +25,7 @@ impl PatchKind {
             "application/strategic-merge-patch+json" if !info.is_custom() => {
                 Ok(PatchKind::Strategic)
             }
-            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchKind::Apply),
+            "application/apply-patch+yaml" => Ok(PatchKind::Apply),
             other => Err(ApiError::unsupported_media_type(other)),
         }
     }
@@ -48,73 +45,151 @@ pub fn field_manager(req: &ResourceRequest) -> String {
     }
 }
 
+fn patch_error(e: PatchError) -> ApiError {
+    ApiError::new(e.code(), e.reason(), e.to_string())
+}
+
+fn apply_error(e: ApplyError, info: &ResourceInfo, name: &str) -> ApiError {
+    match e {
+        ApplyError::Conflict { message, conflicts } => {
+            let mut err = ApiError::new(409, "Conflict", message);
+            err.details = Some(json!({
+                "name": name,
+                "group": info.group,
+                "kind": info.plural,
+                "causes": conflicts.iter().map(|c| json!({
+                    "reason": "FieldManagerConflict",
+                    "message": format!("conflict with {}", c.manager),
+                    "field": c.field,
+                })).collect::<Vec<_>>(),
+            }));
+            err
+        }
+        ApplyError::BadRequest(m) => ApiError::bad_request(m),
+        ApplyError::Untyped(m) => ApiError::internal(m),
+    }
+}
+
 pub fn merge_patch(target: &Value, patch: &Value) -> Value {
-    let mut out = target.clone();
-    json_patch::merge(&mut out, patch);
-    out
+    patch::merge_patch(target, patch)
 }
 
-/// RFC 6902 with the real server's quirk: `test` of a missing path against `null` passes.
 pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, ApiError> {
-    let Some(list) = ops.as_array() else {
-        return Err(ApiError::bad_request(
-            "json patch must be a JSON array of operations",
-        ));
-    };
-    let kept: Vec<Value> = list
-        .iter()
-        .filter(|op| {
-            let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
-                && op.get("value").is_some_and(Value::is_null);
-            let path_missing = op
-                .get("path")
-                .and_then(Value::as_str)
-                .is_some_and(|p| target.pointer(p).is_none());
-            !(is_null_test && path_missing)
-        })
-        .cloned()
-        .collect();
-    let parsed: json_patch::Patch = serde_json::from_value(Value::Array(kept))
-        .map_err(|e| ApiError::bad_request(format!("invalid json patch: {e}")))?;
-    let mut out = target.clone();
-    json_patch::patch(&mut out, &parsed)
-        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
-    Ok(out)
+    patch::json_patch(target, ops).map_err(patch_error)
 }
 
+/// List shapes of a custom resource: metadata rules of every object, the rest from the schema.
+struct CustomShape<'a> {
+    metadata: patch::BuiltinShape,
+    schema: Option<&'a crate::schema::StructuralSchema>,
+}
+
+impl FieldShape for CustomShape<'_> {
+    fn list_type(&self, path: &[&str]) -> Option<ListType> {
+        if path.first() == Some(&"metadata") {
+            return self.metadata.list_type(path);
+        }
+        self.schema?.list_type(path).map(|t| match t {
+            crate::schema::ListType::Atomic => ListType::Atomic,
+            crate::schema::ListType::Set => ListType::Set,
+            crate::schema::ListType::Map(keys) => ListType::Map(keys),
+        })
+    }
+}
+
+/// The field shape used for apply and managedFields of objects of `info`.
+fn with_shape<T>(info: &ResourceInfo, f: impl FnOnce(&dyn FieldShape) -> T) -> T {
+    let type_meta = TypeMeta::new(info.api_version(info.storage_version()), info.kind.clone());
+    if info.is_custom() {
+        let shape = CustomShape {
+            metadata: patch::builtin_shape(&type_meta),
+            schema: info.schema_for(info.storage_version()),
+        };
+        f(&shape)
+    } else {
+        f(&patch::builtin_shape(&type_meta))
+    }
+}
+
+fn apply_options(
+    info: &ResourceInfo,
+    manager: &str,
+    force: bool,
+    sub: Option<&str>,
+    now: &str,
+) -> ApplyOptions {
+    ApplyOptions {
+        manager: manager.to_string(),
+        force,
+        subresource: sub.map(String::from),
+        now: now.to_string(),
+        status_subresource: info.has_status,
+    }
+}
+
+/// Apply a patch of `kind` to the object as served (`live`).
 #[allow(clippy::too_many_arguments)]
 pub fn apply_patch(
     kind: PatchKind,
     live: &Value,
-    patch: &Value,
-    _info: &ResourceInfo,
-    _manager: &str,
-    _force: bool,
-    _subresource: Option<&str>,
-    _now: &str,
+    body: &Value,
+    info: &ResourceInfo,
+    manager: &str,
+    force: bool,
+    subresource: Option<&str>,
+    now: &str,
 ) -> Result<Value, ApiError> {
     match kind {
-        PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
-            if !patch.is_object() {
-                return Err(ApiError::bad_request("patch body must be a JSON object"));
-            }
-            Ok(merge_patch(live, patch))
+        PatchKind::Merge => patch::merge_patch_request(live, body).map_err(patch_error),
+        PatchKind::Json => json_patch(live, body),
+        PatchKind::Strategic => {
+            let type_meta =
+                TypeMeta::new(info.api_version(info.storage_version()), info.kind.clone());
+            patch::strategic_merge_patch(live, body, &type_meta).map_err(patch_error)
         }
-        PatchKind::Json => json_patch(live, patch),
+        PatchKind::Apply => {
+            let name = crate::meta::meta_str(live, "name")
+                .unwrap_or("")
+                .to_string();
+            check_applied_type(info, body)?;
+            let opts = apply_options(info, manager, force, subresource, now);
+            with_shape(info, |shape| patch::apply(Some(live), body, &opts, shape))
+                .map_err(|e| apply_error(e, info, &name))
+        }
     }
+}
+
+/// The applied configuration must name the kind it is sent to.
+fn check_applied_type(info: &ResourceInfo, body: &Value) -> Result<(), ApiError> {
+    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid object type: apiVersion and kind are required for apply",
+        ));
+    }
+    if kind != info.kind {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            info.kind
+        )));
+    }
+    Ok(())
 }
 
 /// Server-side apply of an object that does not exist yet.
 pub fn apply_create(
-    _req: &ResourceRequest,
+    req: &ResourceRequest,
     applied: &Value,
-    _manager: &str,
-    _now: &str,
+    manager: &str,
+    now: &str,
 ) -> Result<Value, ApiError> {
-    if !applied.is_object() {
-        return Err(ApiError::bad_request("apply body must be a JSON object"));
-    }
-    let mut out = applied.clone();
+    let info = &req.info;
+    let name = req.name.clone().unwrap_or_default();
+    check_applied_type(info, applied)?;
+    let opts = apply_options(info, manager, req.query.flag("force"), None, now);
+    let mut out = with_shape(info, |shape| patch::apply(None, applied, &opts, shape))
+        .map_err(|e| apply_error(e, info, &name))?;
     if let Some(m) = crate::meta::metadata_mut(&mut out) {
         m.remove("resourceVersion");
     }
@@ -123,19 +198,33 @@ pub fn apply_create(
 
 /// managedFields bookkeeping for non-apply writes.
 pub fn record_update(
-    _old: Option<&Value>,
-    _new: &mut Value,
-    _manager: &str,
-    _subresource: Option<&str>,
-    _now: &str,
-    _info: &ResourceInfo,
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+    now: &str,
+    info: &ResourceInfo,
 ) {
+    with_shape(info, |shape| {
+        patch::record_update(old, new, manager, "Update", subresource, now, shape)
+    });
+}
+
+/// Causes of a 422 from schema field errors.
+pub fn causes_of(errors: &[crate::schema::FieldError]) -> Vec<Cause> {
+    errors
+        .iter()
+        .map(|e| Cause {
+            reason: e.reason().to_string(),
+            message: e.body(),
+            field: e.path.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn null_test_of_missing_path_passes_like_a_real_server() {

@@ -40,6 +40,8 @@ pub struct ResourceInfo {
     pub allow_unconditional_update: bool,
     /// Set when the kind is served from a CustomResourceDefinition: the CRD object.
     pub crd: Option<Arc<Value>>,
+    /// Compiled schemas of a custom resource, by version.
+    pub schemas: Vec<(String, Arc<crate::schema::StructuralSchema>)>,
 }
 
 impl ResourceInfo {
@@ -58,6 +60,13 @@ impl ResourceInfo {
 
     pub fn storage_version(&self) -> &str {
         self.versions.first().map(String::as_str).unwrap_or("v1")
+    }
+
+    pub fn schema_for(&self, version: &str) -> Option<&crate::schema::StructuralSchema> {
+        self.schemas
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, s)| s.as_ref())
     }
 
     pub fn is_custom(&self) -> bool {
@@ -419,6 +428,7 @@ fn builtin_resources() -> Vec<ResourceInfo> {
             delete_returns_object: b.returns_object,
             allow_unconditional_update: true,
             crd: None,
+            schemas: Vec::new(),
         })
         .collect()
 }

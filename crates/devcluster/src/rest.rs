@@ -23,6 +23,13 @@ pub async fn dispatch(
     req: ResourceRequest,
 ) -> Result<Response, ApiError> {
     let sub = req.subresource.as_deref();
+    // A namespaced resource addressed across all namespaces is read-only (list and watch).
+    if req.info.namespaced && req.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed());
+    }
+    if req.info.namespaced && req.namespace.is_none() && req.name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
     match (method.as_str(), req.name.is_some(), sub) {
         ("GET", false, None) => {
             if req.query.flag("watch") {
@@ -79,7 +86,7 @@ fn get(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError>
     if wants_table(accept) {
         return Ok(json_response(
             StatusCode::OK,
-            &crate::table_glue::render(state, req, &[obj], json!({"resourceVersion": ""})),
+            &crate::table_glue::render(state, req, &[obj], json!({}))?,
         ));
     }
     if accept.contains("as=PartialObjectMetadata") {
@@ -189,7 +196,7 @@ fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError
     if wants_table(accept) {
         return Ok(json_response(
             StatusCode::OK,
-            &crate::table_glue::render(state, req, &presented, metadata),
+            &crate::table_glue::render(state, req, &presented, metadata)?,
         ));
     }
     if accept.contains("as=PartialObjectMetadataList") {

@@ -27,16 +27,9 @@ mod tests;
 
 use node::{JsonType, Node};
 
-/// How a list field merges (from `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListType {
-    /// The list is replaced as a whole (the default).
-    Atomic,
-    /// A set of scalars: items merge by value.
-    Set,
-    /// A map keyed by these item fields.
-    Map(Vec<String>),
-}
+/// How a list field merges: the patch module's type, so a schema is directly a
+/// [`crate::patch::FieldShape`] for server-side apply on custom resources.
+pub use crate::patch::ListType;
 
 /// A compiled structural schema for one version of a custom resource.
 #[derive(Debug, Clone)]
@@ -60,18 +53,19 @@ impl SchemaError {
     }
 }
 
-/// Joins field errors the way apimachinery's aggregate error does: one alone is printed as is,
-/// several as `[a, b]`.
+/// Joins field errors the way apimachinery's aggregate error does (the text after `is invalid: `
+/// in a 422 message): duplicates dropped, one alone printed as is, several as `[a, b]`.
 pub fn join_errors(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let mut texts: Vec<String> = Vec::new();
+    for e in errors {
+        let t = e.to_string();
+        if !texts.contains(&t) {
+            texts.push(t);
+        }
+    }
+    match texts.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -149,6 +143,12 @@ impl FieldError {
             FieldErrorKind::TooLong => "FieldValueTooLong",
             FieldErrorKind::TooMany => "FieldValueTooMany",
         }
+    }
+
+    /// The `Status.details.causes[]` entry of this error: `reason`, `message` (the body without
+    /// the path) and `field`.
+    pub fn cause(&self) -> Value {
+        serde_json::json!({"reason": self.reason(), "message": self.body(), "field": self.path})
     }
 
     /// The message without the field path, as `Status.details.causes[].message` carries it.
@@ -230,7 +230,7 @@ impl StructuralSchema {
         let root = parser.parse_root(schema, path);
         if parser.errors.is_empty() {
             let mut default_errors = Vec::new();
-            defaults::check_defaults(&root, path, &mut default_errors);
+            defaults::check_defaults_root(&root, path, &mut default_errors);
             if !default_errors.is_empty() {
                 return Err(SchemaError::Invalid(default_errors));
             }
@@ -281,7 +281,8 @@ impl StructuralSchema {
 
     /// Drops fields the schema does not specify (keeping everything under
     /// `x-kubernetes-preserve-unknown-fields`, `apiVersion`/`kind`/`metadata` of embedded resources,
-    /// and `apiVersion`, `kind` and `metadata` at the top level, which the schema does not prune).
+    /// and `apiVersion`, `kind` and `metadata` at the top level, which the schema does not prune;
+    /// `metadata` keeps the fields ObjectMeta has, as decoding it on a real server does).
     pub fn prune(&self, obj: &mut Value) {
         prune::prune_root(&self.root, obj);
     }
@@ -290,6 +291,18 @@ impl StructuralSchema {
     /// non-nullable fields sent as null), then drops non-nullable nulls that have no default.
     pub fn apply_defaults(&self, obj: &mut Value) {
         defaults::apply_root(&self.root, obj);
+    }
+
+    /// What the server does with a custom resource on every write, in order: prune, default, then
+    /// validate (create, `old` = None) or validate against the old object (update). `obj` is left
+    /// pruned and defaulted; the errors are the causes of a 422 `Invalid` when non-empty.
+    pub fn admit(&self, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.prune(obj);
+        self.apply_defaults(obj);
+        match old {
+            None => self.validate(obj),
+            Some(old) => self.validate_update(obj, old),
+        }
     }
 
     /// Validates an object being created.
@@ -339,5 +352,12 @@ impl StructuralSchema {
             }
         }
         node.map_type.as_deref() == Some("atomic")
+    }
+}
+
+/// A custom resource's schema tells server-side apply how its lists and maps merge.
+impl crate::patch::FieldShape for StructuralSchema {
+    fn list_type(&self, path: &[&str]) -> Option<ListType> {
+        StructuralSchema::list_type(self, path)
     }
 }

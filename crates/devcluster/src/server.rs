@@ -31,10 +31,8 @@ pub struct ServerOptions {
     pub bookmark_interval: std::time::Duration,
     /// Whether a node agent finishes graceful pod deletion; when not, pods are deleted at once.
     pub node_agent: bool,
-    /// Accepted bearer tokens; empty accepts any request.
-    pub tokens: Vec<String>,
-    /// Probability (0..1) that an open watch is closed at each bookmark tick (fault injection).
-    pub watch_close_probability: f64,
+    /// Accepted bearer tokens; `None` accepts any request.
+    pub tokens: Option<crate::kubeconfig::TokenFile>,
 }
 
 impl Default for ServerOptions {
@@ -42,8 +40,7 @@ impl Default for ServerOptions {
         ServerOptions {
             bookmark_interval: std::time::Duration::from_secs(1),
             node_agent: false,
-            tokens: Vec::new(),
-            watch_close_probability: 0.0,
+            tokens: None,
         }
     }
 }
@@ -144,19 +141,10 @@ async fn handle(State(state): State<SharedState>, req: Request) -> Response {
 }
 
 fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
-    if state.options.tokens.is_empty() {
-        return true;
-    }
-    let Some(auth) = headers
+    let header = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let token = auth
-        .strip_prefix("Bearer ")
-        .or_else(|| auth.strip_prefix("bearer "));
-    token.is_some_and(|t| state.options.tokens.iter().any(|k| k == t.trim()))
+        .and_then(|v| v.to_str().ok());
+    crate::kubeconfig::check_bearer(state.options.tokens.as_ref(), header).is_ok()
 }
 
 async fn route(

@@ -1,54 +1,49 @@
-//! `meta.k8s.io/v1` Table answers for kubectl (`Accept: application/json;as=Table;...`).
-//!
-//! Interim: until `schema::table` (devcluster-schema) is merged, every kind renders as the
-//! columns a CRD without printer columns gets: Name and Age.
+//! `meta.k8s.io/v1` Table answers for kubectl (`Accept: application/json;as=Table;...`), rendered
+//! with `schema::table`: CRD printer columns for custom resources, kubectl's usual columns for
+//! built-in kinds.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::api_error::ApiError;
+use crate::schema::table::{self, IncludeObject};
 use crate::server::{ResourceRequest, SharedState};
+
+/// The columns and row-object mode a Table answer for `req` uses.
+pub fn columns_for(req: &ResourceRequest) -> Result<(Vec<table::Column>, IncludeObject), ApiError> {
+    let include = IncludeObject::parse(req.query.get("includeObject")).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "includeObject: Unsupported value: {:?}: supported values: \"Metadata\", \"None\", \"Object\"",
+            req.query.get("includeObject").unwrap_or("")
+        ))
+    })?;
+    let columns = match &req.info.crd {
+        Some(crd) => {
+            let version = crd
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .and_then(|vs| vs.iter().find(|v| v["name"] == req.version.as_str()))
+                .cloned()
+                .unwrap_or(Value::Null);
+            table::crd_columns(&version)
+        }
+        None => table::builtin_columns(&req.info.kind),
+    };
+    Ok((columns, include))
+}
 
 pub fn render(
     _state: &SharedState,
     req: &ResourceRequest,
     objects: &[Value],
     list_metadata: Value,
-) -> Value {
-    let include = req.query.get("includeObject").unwrap_or("Metadata");
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            let mut row = json!({
-                "cells": [
-                    o.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
-                    o.pointer("/metadata/creationTimestamp")
-                        .and_then(Value::as_str)
-                        .and_then(crate::meta::seconds_since)
-                        .map(|s| Value::String(crate::meta::human_duration(s)))
-                        .unwrap_or_else(|| Value::String("<unknown>".into())),
-                ],
-            });
-            match include {
-                "None" => {}
-                "Object" => row["object"] = o.clone(),
-                _ => {
-                    row["object"] = json!({
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                    })
-                }
-            }
-            row
-        })
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": list_metadata,
-        "columnDefinitions": [
-            {"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0},
-            {"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0},
-        ],
-        "rows": rows,
-    })
+) -> Result<Value, ApiError> {
+    let (columns, include) = columns_for(req)?;
+    let now = jiff::Timestamp::now().as_second();
+    Ok(table::render(
+        &columns,
+        objects,
+        include,
+        list_metadata,
+        now,
+    ))
 }

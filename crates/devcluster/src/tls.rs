@@ -102,6 +102,8 @@ pub fn generate_tls(hosts: &[String]) -> Result<TlsMaterial, TlsError> {
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // Strict verifiers (Python 3.13+ sets VERIFY_X509_STRICT by default) want the AKI.
+    params.use_authority_key_identifier_extension = true;
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &issuer)?;
 
@@ -204,6 +206,8 @@ pub async fn serve_tls(
                         return;
                     }
                 };
+            // Handlers and the observer see the peer address as with `axum::serve`.
+            let app = app.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
             let service = TowerToHyperService::new(app);
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls_stream), service);
@@ -236,7 +240,16 @@ mod tests {
     use axum::routing::get;
 
     fn version_app() -> axum::Router {
-        axum::Router::new().route(
+        axum::Router::new()
+            .route(
+                "/peer",
+                get(
+                    |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<
+                        std::net::SocketAddr,
+                    >| async move { peer.ip().to_string() },
+                ),
+            )
+            .route(
             "/version",
             get(|| async {
                 axum::Json(serde_json::json!({
@@ -285,6 +298,11 @@ mod tests {
         let client = client_from_kubeconfig(&path).await;
         let version = client.apiserver_version().await.unwrap();
         assert_eq!(version.git_version, "v1.36.0-devcluster");
+        let peer = client
+            .request_text(http::Request::get("/peer").body(Vec::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(peer, "127.0.0.1", "handlers see the client address");
 
         // "localhost" is in the certificate too.
         let url = format!("https://localhost:{}", addr.port());
@@ -302,6 +320,141 @@ mod tests {
             tokio::net::TcpStream::connect(addr).await.is_err(),
             "listener is closed after shutdown"
         );
+    }
+
+    /// Runs a program if it is installed; `None` when it is not (optional on developer machines).
+    async fn run_optional(program: &str, args: &[&str]) -> Option<std::process::Output> {
+        // Off the runtime thread: the server under test runs on it.
+        let program_owned = program.to_string();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let result = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(program_owned)
+                .args(args)
+                .output()
+        })
+        .await
+        .unwrap();
+        match result {
+            Ok(output) => Some(output),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => panic!("running {program}: {err}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn kubectl_and_python_verify_the_server_with_the_ca() {
+        let tls = generate_tls(&[]).unwrap();
+        let (addr, shutdown, _handle) = start(&tls).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let url = format!("https://127.0.0.1:{}", addr.port());
+        crate::kubeconfig::write_kubeconfig(&kubeconfig, &url, Some(&tls.ca_pem), "t").unwrap();
+        let kubeconfig = kubeconfig.to_str().unwrap();
+
+        // kubectl (Go crypto/tls).
+        if let Some(out) = run_optional(
+            "kubectl",
+            &["--kubeconfig", kubeconfig, "get", "--raw", "/version"],
+        )
+        .await
+        {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("v1.36.0-devcluster"));
+        }
+
+        // Python's ssl module (OpenSSL), as the Python `kubernetes` client uses through urllib3.
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, &tls.ca_pem).unwrap();
+        let script = "import ssl, sys, urllib.request\n\
+            ctx = ssl.create_default_context(cafile=sys.argv[1])\n\
+            ctx.verify_flags |= ssl.VERIFY_X509_STRICT\n\
+            print(urllib.request.urlopen(sys.argv[2] + '/version', context=ctx).read().decode())\n";
+        for host in ["127.0.0.1", "localhost"] {
+            let url = format!("https://{host}:{}", addr.port());
+            if let Some(out) =
+                run_optional("python3", &["-c", script, ca_file.to_str().unwrap(), &url]).await
+            {
+                assert!(
+                    out.status.success(),
+                    "{host}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(String::from_utf8_lossy(&out.stdout).contains("v1.36.0-devcluster"));
+            }
+        }
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn the_real_server_streams_watches_and_runs_pods_over_tls() {
+        use futures::StreamExt as _;
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, PostParams};
+        use kube::runtime::{WatchStreamExt as _, watcher};
+
+        let running = crate::DevCluster::start(crate::Config {
+            tls: true,
+            ..crate::Config::ephemeral()
+        })
+        .await
+        .unwrap();
+        assert!(running.url().starts_with("https://"), "{}", running.url());
+        let pods: Api<Pod> = Api::namespaced(running.client(), "default");
+        let mut ready = Box::pin(
+            watcher(pods.clone(), watcher::Config::default())
+                .applied_objects()
+                .filter_map(|pod| async move {
+                    let pod = pod.ok()?;
+                    let ready = pod
+                        .status
+                        .as_ref()?
+                        .conditions
+                        .as_ref()?
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True");
+                    ready.then_some(pod)
+                }),
+        );
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "over-tls" },
+            "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        // The watch events arrive over the TLS stream as the simulated kubelet writes them.
+        let seen = tokio::time::timeout(Duration::from_secs(10), ready.next())
+            .await
+            .expect("Ready pod seen through the watch")
+            .unwrap();
+        assert_eq!(seen.metadata.name.as_deref(), Some("over-tls"));
+
+        let kubeconfig = running.kubeconfig_path().to_str().unwrap().to_string();
+        if let Some(out) = run_optional(
+            "kubectl",
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "get",
+                "pod",
+                "over-tls",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+        )
+        .await
+        {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "Running");
+        }
+        running.shutdown().await;
     }
 
     #[tokio::test]

@@ -25,7 +25,15 @@ use crate::store::{Event, EventType, WatchStart};
 /// Default watch length when the client gives no `timeoutSeconds` (a real server picks 30-60 min).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// A watch answered with `meta.k8s.io/v1` Table objects (kubectl `get -w`).
+struct TableMode {
+    columns: Vec<crate::schema::table::Column>,
+    include: crate::schema::table::IncludeObject,
+    header_sent: bool,
+}
+
 struct Watcher {
+    table: Option<TableMode>,
     api_version: String,
     kind: String,
     namespace: Option<String>,
@@ -41,13 +49,22 @@ fn frame(type_: &str, object: &Value) -> Bytes {
 }
 
 impl Watcher {
-    fn present(&self, obj: &Value) -> Value {
+    fn present(&mut self, obj: &Value) -> Value {
         let mut o = obj.clone();
         if let Some(m) = o.as_object_mut() {
             m.insert("apiVersion".into(), json!(self.api_version));
             m.insert("kind".into(), json!(self.kind));
         }
-        o
+        let Some(t) = &mut self.table else { return o };
+        let now = jiff::Timestamp::now().as_second();
+        let rv = json!({"resourceVersion": meta::meta_str(&o, "resourceVersion").unwrap_or("")});
+        let rendered = if t.header_sent {
+            crate::schema::table::render_without_headers(&t.columns, &[o], t.include, rv, now)
+        } else {
+            crate::schema::table::render(&t.columns, &[o], t.include, rv, now)
+        };
+        t.header_sent = true;
+        rendered
     }
 
     fn visible(&self, obj: &Value) -> bool {
@@ -60,14 +77,17 @@ impl Watcher {
     /// The frame (if any) this watcher sends for a change. With selectors, an object moving into
     /// the selection is ADDED and one moving out is DELETED, as on a real server.
     fn frame_for(
-        &self,
+        &mut self,
         event_type: EventType,
         obj: &Value,
         previous: Option<&Value>,
     ) -> Option<Bytes> {
         let now = self.visible(obj);
         if !self.has_selectors {
-            return now.then(|| frame(event_type.as_str(), &self.present(obj)));
+            return now.then(|| {
+                let o = self.present(obj);
+                frame(event_type.as_str(), &o)
+            });
         }
         let was = previous.is_some_and(|p| self.visible(p));
         let type_ = match (event_type, was, now) {
@@ -79,7 +99,8 @@ impl Watcher {
             (EventType::Modified, true, false) => "DELETED",
             _ => return None,
         };
-        Some(frame(type_, &self.present(obj)))
+        let o = self.present(obj);
+        Some(frame(type_, &o))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -124,7 +145,18 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
         .map(Duration::from_secs)
         .unwrap_or(DEFAULT_TIMEOUT);
     let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let table = if crate::rest::wants_table(req.accept()) {
+        let (columns, include) = crate::table_glue::columns_for(&req)?;
+        Some(TableMode {
+            columns,
+            include,
+            header_sent: false,
+        })
+    } else {
+        None
+    };
     let watcher = Watcher {
+        table,
         api_version: req.api_version(),
         kind: req.info.kind.clone(),
         namespace: req.namespace.clone(),
@@ -149,7 +181,6 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
             bookmarks,
             timeout,
             bookmark_interval: options.bookmark_interval,
-            close_probability: options.watch_close_probability,
             shutdown: state.shutdown.clone(),
         },
     ));
@@ -170,12 +201,11 @@ struct WatchSettings {
     bookmarks: bool,
     timeout: Duration,
     bookmark_interval: Duration,
-    close_probability: f64,
     shutdown: tokio_util::sync::CancellationToken,
 }
 
 async fn run(
-    w: Watcher,
+    mut w: Watcher,
     start: WatchStart,
     mut live: broadcast::Receiver<Arc<Event>>,
     group_resource: Arc<str>,
@@ -225,9 +255,6 @@ async fn run(
             _ = s.shutdown.cancelled() => return,
             _ = w.tx.closed() => return,
             _ = ticker.tick() => {
-                if s.close_probability > 0.0 && fastrand::f64() < s.close_probability {
-                    return;
-                }
                 if s.bookmarks && progress_rv > 0 && !w.send(w.bookmark(progress_rv, false)).await {
                     return;
                 }

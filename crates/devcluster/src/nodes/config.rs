@@ -45,6 +45,13 @@ impl Delay {
     }
 }
 
+impl std::str::FromStr for Delay {
+    type Err = NodeConfigError;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Delay::parse(text)
+    }
+}
+
 /// Parses `250ms`, `2s`, `1.5s`, `1m` or a bare `0`.
 pub fn parse_duration(text: &str) -> Result<Duration, NodeConfigError> {
     let text = text.trim();
@@ -78,6 +85,19 @@ pub enum FailureMode {
     Failed,
     /// Always `CrashLoopBackOff` (phase `Running`, not ready).
     CrashLoop,
+}
+
+impl std::str::FromStr for FailureMode {
+    type Err = NodeConfigError;
+    /// `by-restart-policy`, `failed` or `crash-loop`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "by-restart-policy" => Ok(FailureMode::ByRestartPolicy),
+            "failed" => Ok(FailureMode::Failed),
+            "crash-loop" => Ok(FailureMode::CrashLoop),
+            other => Err(NodeConfigError::FailureMode(other.to_string())),
+        }
+    }
 }
 
 /// Settings of the simulated scheduler, kubelets and volume binder.
@@ -129,6 +149,8 @@ pub enum NodeConfigError {
     Concurrency,
     #[error("invalid duration {0:?}: use a number with ms, s or m (e.g. 250ms, 1.5s), or 0")]
     Duration(String),
+    #[error("invalid failure mode {0:?}: use by-restart-policy, failed or crash-loop")]
+    FailureMode(String),
 }
 
 /// Node IPs are `127.0.X.Y` with `X` in `1..=254`, so the count is bounded.
@@ -252,6 +274,25 @@ mod tests {
         assert_eq!(uniform.sample(0.0), Duration::from_millis(100));
         assert_eq!(uniform.sample(1.0), Duration::from_secs(2));
         assert_eq!(uniform.sample(0.5), Duration::from_millis(1050));
+        assert_eq!(
+            "2s".parse::<Delay>().unwrap(),
+            Delay::Fixed(Duration::from_secs(2))
+        );
+        assert_eq!(
+            "crash-loop".parse::<FailureMode>().unwrap(),
+            FailureMode::CrashLoop
+        );
+        assert_eq!(
+            "failed".parse::<FailureMode>().unwrap(),
+            FailureMode::Failed
+        );
+        assert!(
+            "sometimes"
+                .parse::<FailureMode>()
+                .unwrap_err()
+                .to_string()
+                .contains("crash-loop")
+        );
         for bad in ["", "fast", "10", "-1s", "1h", "NaNs"] {
             let err = Delay::parse(bad).unwrap_err();
             assert!(matches!(err, NodeConfigError::Duration(_)), "{bad}: {err}");

@@ -69,6 +69,18 @@ impl IpPool {
         }
     }
 
+    /// Keeps only the addresses of pods for which `keep(uid)` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        let in_use = &mut self.in_use;
+        self.by_pod.retain(|uid, n| {
+            let kept = keep(uid);
+            if !kept {
+                in_use.remove(n);
+            }
+            kept
+        });
+    }
+
     /// Addresses held.
     pub fn len(&self) -> usize {
         self.in_use.len()
@@ -128,5 +140,8 @@ mod tests {
         pool.release("z");
         assert_eq!(pool.len(), 1);
         assert!(!pool.is_empty());
+        pool.retain(|uid| uid != "x");
+        assert!(pool.is_empty());
+        assert_eq!(pool.allocate("w").unwrap(), Ipv4Addr::new(127, 2, 0, 3));
     }
 }

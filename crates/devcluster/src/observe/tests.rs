@@ -7,6 +7,8 @@ use http::StatusCode;
 use http_body_util_shim::collect_body;
 use tower::ServiceExt as _;
 
+mod real_server;
+
 /// Collecting a response body without pulling in another crate.
 mod http_body_util_shim {
     use axum::body::Body;
@@ -367,4 +369,32 @@ async fn faults_can_be_switched_at_run_time() {
             .status(),
         StatusCode::OK
     );
+}
+
+#[tokio::test]
+async fn apply_patches_and_dry_runs_are_labelled_like_kube_apiserver() {
+    let obs = observer(FaultConfig::default());
+    let router = obs.layer(app());
+    let request = http::Request::builder()
+        .method(http::Method::PATCH)
+        .uri("/api/v1/namespaces/default/pods/web?fieldManager=kubectl&dryRun=All")
+        .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        .body(Body::empty())
+        .unwrap();
+    let code = router
+        .clone()
+        .oneshot(request)
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    let text = obs.render_prometheus();
+    let want = format!(
+        r#"apiserver_request_total{{verb="APPLY",dry_run="All",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver",code="{code}"}} 1"#
+    );
+    assert!(text.contains(&want), "{text}");
+
+    obs.reset_counts();
+    assert!(obs.counts().is_empty());
+    assert!(!obs.render_prometheus().contains("apiserver_request_total{"));
 }

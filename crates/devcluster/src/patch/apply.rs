@@ -6,9 +6,11 @@
 //! removes the fields the manager applied last time and no longer applies when nobody else owns
 //! them. Ordinary writes ([`record_update`]) take ownership of what they changed, silently.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
-use super::fieldset::{FieldPath, FieldSet, PathElement, remove_at, value_at};
+use super::fieldset::{FieldPath, FieldSet, PathElement, node_values, remove_at, value_at};
 use super::shape::FieldShape;
 use merge::merge_applied;
 
@@ -34,8 +36,9 @@ pub struct ApplyOptions {
 /// A field another manager owns that an apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
-    /// The manager as the API server prints it: `"kubectl"`, or for an Update entry
-    /// `"kubectl" using v1 at 2026-01-02T03:04:05Z`.
+    /// The manager as the API server prints it: `"kubectl"` for an Apply entry,
+    /// `"kubectl-create" using apps/v1` for an Update entry, with
+    /// ` with subresource "status"` after the name for subresource entries.
     pub manager: String,
     /// The field path, e.g. `.spec.replicas`.
     pub field: String,
@@ -54,8 +57,8 @@ pub enum ApplyError {
     /// The request is malformed (400 `BadRequest`): not an object, no field manager...
     #[error("{0}")]
     BadRequest(String),
-    /// The applied configuration cannot be typed (500, as on a real server): a map-list element
-    /// without its key, duplicate keys.
+    /// The applied configuration cannot be typed: a map-list element without its key, duplicate
+    /// keys. A real server answers 500 with an empty reason and this message.
     #[error("{0}")]
     Untyped(String),
 }
@@ -69,6 +72,15 @@ impl ApplyError {
             ApplyError::Untyped(_) => 500,
         }
     }
+
+    /// The `reason` of the `Status` (`""` when the real server leaves it empty).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApplyError::Conflict { .. } => "Conflict",
+            ApplyError::BadRequest(_) => "BadRequest",
+            ApplyError::Untyped(_) => "",
+        }
+    }
 }
 
 /// One `managedFields` entry.
@@ -80,6 +92,8 @@ struct ManagedEntry {
     time: Option<String>,
     subresource: String,
     fields: FieldSet,
+    /// the stored JSON of this entry while it is unchanged (saves re-encoding)
+    raw: Option<Value>,
 }
 
 impl ManagedEntry {
@@ -106,6 +120,9 @@ impl ManagedEntry {
     }
 
     fn to_json(&self) -> Value {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let mut entry = Map::new();
         entry.insert("manager".into(), json!(self.manager));
         entry.insert("operation".into(), json!(self.operation));
@@ -143,6 +160,7 @@ fn parse_managed(list: Option<&Value>) -> Vec<ManagedEntry> {
                     .get("fieldsV1")
                     .map(FieldSet::from_fields_v1)
                     .unwrap_or_default(),
+                raw: Some(entry.clone()),
             })
         })
         .collect()
@@ -221,6 +239,14 @@ fn set_managed_fields(object: &mut Value, managed: Value) {
             meta.insert("managedFields".into(), managed);
         }
     }
+}
+
+/// Whether the path ends at a list element (`k:`, `v:`, `i:`).
+fn is_list_element(path: &FieldPath) -> bool {
+    matches!(
+        path.0.last(),
+        Some(PathElement::Key(_) | PathElement::Value(_) | PathElement::Index(_))
+    )
 }
 
 /// Whether the value at a path differs between two objects. For list elements (`k:`, `v:`,
@@ -332,6 +358,15 @@ pub fn apply(
                 .to_string(),
         ));
     }
+    if applied
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::BadRequest(
+            "metadata.managedFields must be nil".to_string(),
+        ));
+    }
     let config = Value::Object(scope_config(applied_map, opts));
     let applied_set = FieldSet::from_value(&tracked_part(&config), shape)
         .map_err(|message| untyped(applied, &message))?;
@@ -363,6 +398,7 @@ pub fn apply(
             time: None,
             subresource: String::new(),
             fields: FieldSet::from_value_lenient(&tracked_part(live), shape),
+            raw: None,
         });
     }
 
@@ -400,6 +436,7 @@ pub fn apply(
     }
     for (index, path) in taken {
         managers[index].fields.0.remove(&path);
+        managers[index].raw = None;
     }
 
     // Fields applied last time and not now are removed when nobody else owns them.
@@ -432,6 +469,7 @@ pub fn apply(
         time: Some(opts.now.clone()),
         subresource,
         fields: applied_set,
+        raw: None,
     };
     match me {
         Some(i) => managers[i] = entry,
@@ -506,6 +544,24 @@ pub fn record_update(
     now: &str,
     shape: &dyn FieldShape,
 ) {
+    record_update_ignoring(old, new, manager, operation, subresource, now, shape, &[]);
+}
+
+/// [`record_update`] for a write whose changes to some top-level fields the server discards
+/// (its "reset fields"): nobody gains or loses ownership under them. A real server does this for
+/// `status` on main-resource writes of kinds with a status subresource — the status a create
+/// carries is not owned by the creator, even if the server then fills some in.
+#[allow(clippy::too_many_arguments)]
+pub fn record_update_ignoring(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
     let sent = managed_fields_of(new).cloned();
     if let Some(Value::Array(entries)) = &sent
         && entries.len() == 1
@@ -522,29 +578,63 @@ pub fn record_update(
         _ => parse_managed(stored.as_ref()),
     };
 
-    let before = old.map(tracked_part).unwrap_or_else(|| json!({}));
+    // An update owns what it added (objects and lists included: they get "." in fieldsV1) and
+    // the leaves it changed. A create compares against the kind's empty object.
+    let mut before = match old {
+        Some(old) => tracked_part(old),
+        None => shape.zero_object(),
+    };
+    // metadata always exists (it is a struct, never absent on a stored object)
+    if let Value::Object(map) = &mut before {
+        map.entry("metadata").or_insert_with(|| json!({}));
+    }
     let after = tracked_part(new);
-    let old_set = FieldSet::from_value_lenient(&before, shape);
-    let new_set = FieldSet::from_value_lenient(&after, shape);
+    // Only the top-level fields that differ can hold changes: walk just those.
+    let empty = Map::new();
+    let before_map = before.as_object().unwrap_or(&empty);
+    let after_map = after.as_object().unwrap_or(&empty);
+    let touched: BTreeSet<&String> = before_map
+        .keys()
+        .chain(after_map.keys())
+        .filter(|k| !ignored.contains(&k.as_str()) && before_map.get(*k) != after_map.get(*k))
+        .collect();
+    let only_touched = |m: &Map<String, Value>| -> Value {
+        Value::Object(
+            m.iter()
+                .filter(|(k, _)| touched.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let before_part = only_touched(before_map);
+    let after_part = only_touched(after_map);
+    let old_nodes = node_values(&before_part, shape, true);
+    let new_nodes = node_values(&after_part, shape, true);
     let changed = FieldSet(
-        new_set
-            .0
+        new_nodes
             .iter()
-            .filter(|p| !old_set.contains(p) || differs(&before, &after, p))
-            .cloned()
+            .filter(|(path, node)| match old_nodes.get(*path) {
+                None => true,
+                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
+            })
+            .map(|(path, _)| path.clone())
             .collect(),
     );
 
+    // Others lose what this write changed; everyone loses what no longer exists.
+    let under_touched = |path: &FieldPath| match path.0.first() {
+        Some(PathElement::Field(top)) => touched.contains(top),
+        _ => false,
+    };
     for entry in &mut managers {
-        entry.fields = FieldSet(
-            entry
-                .fields
-                .0
-                .iter()
-                .filter(|p| !changed.contains(p) && new_set.contains(p))
-                .cloned()
-                .collect(),
-        );
+        let owned = entry.fields.0.len();
+        entry
+            .fields
+            .0
+            .retain(|p| !under_touched(p) || (!changed.contains(p) && new_nodes.contains_key(p)));
+        if entry.fields.0.len() != owned {
+            entry.raw = None;
+        }
     }
 
     let subresource = subresource.unwrap_or_default();
@@ -566,6 +656,7 @@ pub fn record_update(
             entry.fields = entry.fields.union(&changed);
             entry.time = Some(now.to_string());
             entry.api_version = api_version;
+            entry.raw = None;
         }
         Some(_) => {}
         None if !changed.is_empty() => managers.push(ManagedEntry {
@@ -575,6 +666,7 @@ pub fn record_update(
             time: Some(now.to_string()),
             subresource: subresource.to_string(),
             fields: changed,
+            raw: None,
         }),
         None => {}
     }

@@ -5,7 +5,7 @@
 //! In the `fieldsV1` encoding each path is a nested JSON object; a member path with no member
 //! below it is `{}`, and a member path with members below it carries `".": {}`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -66,9 +66,25 @@ impl PathElement {
     }
 }
 
-/// Compact JSON with object keys sorted (serde_json's map is a BTreeMap, so this is `to_string`).
+/// Compact JSON with object keys sorted, as `k:`/`v:` elements carry it (sorted explicitly, so
+/// that it holds whatever map type serde_json is built with).
 fn canonical_json(v: &Value) -> String {
-    v.to_string()
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let parts: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), canonical_json(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", parts.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// A field path, written like the API server does in conflict messages:
@@ -76,19 +92,24 @@ fn canonical_json(v: &Value) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct FieldPath(pub Vec<PathElement>);
 
+/// One path element as the API server prints it: `.name`, `[name="app"]`, `[="x"]`, `[3]`.
+fn element_text(element: &PathElement) -> String {
+    match element {
+        PathElement::Field(name) => format!(".{name}"),
+        PathElement::Value(json) => format!("[={json}]"),
+        PathElement::Index(i) => format!("[{i}]"),
+        PathElement::Key(_) => {
+            let keys = element.key_object().unwrap_or_default();
+            let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("[{}]", parts.join(","))
+        }
+    }
+}
+
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for element in &self.0 {
-            match element {
-                PathElement::Field(name) => write!(f, ".{name}")?,
-                PathElement::Value(json) => write!(f, "[={json}]")?,
-                PathElement::Index(i) => write!(f, "[{i}]")?,
-                PathElement::Key(_) => {
-                    let keys = element.key_object().unwrap_or_default();
-                    let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    write!(f, "[{}]", parts.join(","))?;
-                }
-            }
+            f.write_str(&element_text(element))?;
         }
         Ok(())
     }
@@ -155,22 +176,7 @@ impl FieldSet {
     pub fn to_fields_v1(&self) -> Value {
         let mut root = Map::new();
         for path in &self.0 {
-            let mut node = &mut root;
-            for element in &path.0 {
-                let entry = node
-                    .entry(element.encode())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !entry.is_object() {
-                    *entry = Value::Object(Map::new());
-                }
-                let Value::Object(next) = entry else {
-                    unreachable!("just made an object")
-                };
-                node = next;
-            }
-            if !path.0.is_empty() {
-                node.insert(".".to_string(), Value::Object(Map::new()));
-            }
+            mark_member(&mut root, &path.0);
         }
         strip_lone_dots(&mut root);
         Value::Object(root)
@@ -190,17 +196,72 @@ impl FieldSet {
     /// members themselves, and map-list elements recurse. Fails when a map-list element lacks a
     /// key field or repeats a key.
     pub fn from_value(value: &Value, shape: &dyn FieldShape) -> Result<FieldSet, String> {
-        let mut set = BTreeSet::new();
-        collect(value, &FieldPath::default(), shape, &mut set, true)?;
-        Ok(FieldSet(set))
+        let mode = Mode {
+            strict: true,
+            containers: false,
+        };
+        Ok(FieldSet(walk(value, shape, mode)?.into_keys().collect()))
     }
 
     /// Like [`FieldSet::from_value`] but never fails: an element that cannot be keyed is
     /// recorded by index (what a stored object that skipped validation gets).
     pub fn from_value_lenient(value: &Value, shape: &dyn FieldShape) -> FieldSet {
-        let mut set = BTreeSet::new();
-        let _ = collect(value, &FieldPath::default(), shape, &mut set, false);
-        FieldSet(set)
+        FieldSet(node_values(value, shape, false).into_keys().collect())
+    }
+
+    /// Every node of `value`: what [`FieldSet::from_value_lenient`] gives plus the objects and
+    /// associative lists that have members below them (an update owns the ones it adds).
+    pub fn nodes_of(value: &Value, shape: &dyn FieldShape) -> FieldSet {
+        FieldSet(node_values(value, shape, true).into_keys().collect())
+    }
+}
+
+/// One node found by [`node_values`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Node<'a> {
+    pub value: &'a Value,
+    /// a leaf or a list element (what apply records), not an object or list holding members
+    pub member: bool,
+}
+
+/// The nodes of a value with the value at each (lenient: unkeyable elements go by index).
+pub(crate) fn node_values<'a>(
+    value: &'a Value,
+    shape: &dyn FieldShape,
+    containers: bool,
+) -> BTreeMap<FieldPath, Node<'a>> {
+    let mode = Mode {
+        strict: false,
+        containers,
+    };
+    walk(value, shape, mode).unwrap_or_default()
+}
+
+fn walk<'a>(
+    value: &'a Value,
+    shape: &dyn FieldShape,
+    mode: Mode,
+) -> Result<BTreeMap<FieldPath, Node<'a>>, String> {
+    let mut out = BTreeMap::new();
+    let mut path = FieldPath::default();
+    collect(value, &mut path, shape, &mut out, mode)?;
+    Ok(out)
+}
+
+/// Add the nested objects of a member path, marking the member itself with `"."`.
+fn mark_member(node: &mut Map<String, Value>, elements: &[PathElement]) {
+    let Some((first, rest)) = elements.split_first() else {
+        return;
+    };
+    let child = node
+        .entry(first.encode())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(child) = child {
+        if rest.is_empty() {
+            child.insert(".".to_string(), Value::Object(Map::new()));
+        } else {
+            mark_member(child, rest);
+        }
     }
 }
 
@@ -285,70 +346,122 @@ fn missing_key(key: &str, strict: bool) -> Result<Option<String>, String> {
     }
 }
 
-fn collect(
-    value: &Value,
-    path: &FieldPath,
-    shape: &dyn FieldShape,
-    out: &mut BTreeSet<FieldPath>,
+/// How [`collect`] walks a value.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// fail on unkeyable or duplicate list elements (instead of recording them by index)
     strict: bool,
+    /// also record the objects and associative lists that have members below them
+    containers: bool,
+}
+
+fn collect<'a>(
+    value: &'a Value,
+    path: &mut FieldPath,
+    shape: &dyn FieldShape,
+    out: &mut BTreeMap<FieldPath, Node<'a>>,
+    mode: Mode,
 ) -> Result<(), String> {
+    let container = Node {
+        value,
+        member: false,
+    };
+    let member = Node {
+        value,
+        member: true,
+    };
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !shape.is_atomic_map(&path.field_names()) => {
+            if mode.containers && !path.0.is_empty() {
+                out.insert(path.clone(), container);
+            }
             for (key, child) in map {
-                collect(
-                    child,
-                    &path.child(PathElement::Field(key.clone())),
-                    shape,
-                    out,
-                    strict,
-                )?;
+                path.0.push(PathElement::Field(key.clone()));
+                let result = collect(child, path, shape, out, mode);
+                path.0.pop();
+                result?;
             }
             Ok(())
         }
         Value::Array(items) if !items.is_empty() => match shape.list_type(&path.field_names()) {
             Some(ListType::Set) => {
+                if mode.containers {
+                    out.insert(path.clone(), container);
+                }
                 for item in items {
                     let element = PathElement::Value(canonical_json(item));
-                    if !out.insert(path.child(element)) && strict {
-                        return Err(format!("{path}: duplicate entries for key {item}"));
+                    let text = element_text(&element);
+                    if out
+                        .insert(
+                            path.child(element),
+                            Node {
+                                value: item,
+                                member: true,
+                            },
+                        )
+                        .is_some()
+                        && mode.strict
+                    {
+                        return Err(format!("{path}: duplicate entries for key {text}"));
                     }
                 }
                 Ok(())
             }
             Some(ListType::Map(keys)) => {
+                if mode.containers {
+                    out.insert(path.clone(), container);
+                }
+                // elements that are atomic structs are owned whole, without their fields
+                let atomic_elements = shape.is_atomic_map(&path.field_names());
                 for (index, item) in items.iter().enumerate() {
-                    let element = match key_element(item, &keys, strict)
+                    let element = match key_element(item, &keys, mode.strict)
                         .map_err(|e| format!("{path}: element {index}: {e}"))?
                     {
                         Some(json) => PathElement::Key(json),
                         None => PathElement::Index(index),
                     };
-                    let element_path = path.child(element);
-                    if !out.insert(element_path.clone()) {
-                        if strict {
-                            return Err(format!(
-                                "{path}: duplicate entries for key {element_path}"
-                            ));
+                    let text = element_text(&element);
+                    path.0.push(element);
+                    if out.contains_key(path) {
+                        path.0.pop();
+                        if mode.strict {
+                            return Err(format!("{path}: duplicate entries for key {text}"));
                         }
                         continue;
                     }
-                    if let Value::Object(fields) = item {
+                    out.insert(
+                        path.clone(),
+                        Node {
+                            value: item,
+                            member: true,
+                        },
+                    );
+                    let mut result = Ok(());
+                    if let Value::Object(fields) = item
+                        && !atomic_elements
+                    {
                         for (key, child) in fields {
-                            let child_path = element_path.child(PathElement::Field(key.clone()));
-                            collect(child, &child_path, shape, out, strict)?;
+                            path.0.push(PathElement::Field(key.clone()));
+                            result = collect(child, path, shape, out, mode);
+                            path.0.pop();
+                            if result.is_err() {
+                                break;
+                            }
                         }
                     }
+                    path.0.pop();
+                    result?;
                 }
                 Ok(())
             }
             Some(ListType::Atomic) | None => {
-                out.insert(path.clone());
+                out.insert(path.clone(), member);
                 Ok(())
             }
         },
         _ => {
             if !path.0.is_empty() {
-                out.insert(path.clone());
+                out.insert(path.clone(), member);
             }
             Ok(())
         }

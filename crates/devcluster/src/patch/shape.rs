@@ -2,6 +2,8 @@
 //! and the `patchStrategy`/`patchMergeKey` tags used by strategic merge patch, for the built-in
 //! kinds devcluster serves. Lists not in the table are atomic (replaced whole).
 
+use serde_json::{Value, json};
+
 use super::TypeMeta;
 
 /// How a list merges.
@@ -19,6 +21,27 @@ pub enum ListType {
 /// without list indices (e.g. `["spec", "containers", "env"]`). `None` means unknown: atomic.
 pub trait FieldShape {
     fn list_type(&self, path: &[&str]) -> Option<ListType>;
+
+    /// Whether the object at `path` is atomic (`x-kubernetes-map-type: atomic`,
+    /// `+structType=atomic`): owned and replaced whole. For the path of a map-list, whether its
+    /// elements are atomic structs (owned as the element alone, without their fields).
+    fn is_atomic_map(&self, _path: &[&str]) -> bool {
+        false
+    }
+
+    /// What the kind's empty object looks like when serialized: the objects that exist even when
+    /// nothing is set (for built-in kinds, the non-pointer structs such as `spec` and `status`).
+    /// An update that creates an object owns the objects it adds beyond these.
+    fn zero_object(&self) -> Value {
+        json!({"metadata": {}})
+    }
+}
+
+/// Any closure from a path to a list type is a shape (e.g. one reading a CRD schema).
+impl<F: Fn(&[&str]) -> Option<ListType>> FieldShape for F {
+    fn list_type(&self, path: &[&str]) -> Option<ListType> {
+        self(path)
+    }
 }
 
 /// A shape in which every list is atomic (what merge patch does to every list).
@@ -111,6 +134,20 @@ const POD_STATUS: &[Entry] = &[
     map_no_smp("resourceClaimStatuses", &["name"]),
 ];
 
+/// Atomic structs and maps inside a pod spec (`+structType=atomic`, `+mapType=atomic`).
+const POD_SPEC_ATOMIC: &[&str] = &[
+    "nodeSelector",
+    "imagePullSecrets",
+    "containers.env.valueFrom.configMapKeyRef",
+    "containers.env.valueFrom.secretKeyRef",
+    "containers.env.valueFrom.fieldRef",
+    "containers.env.valueFrom.resourceFieldRef",
+    "initContainers.env.valueFrom.configMapKeyRef",
+    "initContainers.env.valueFrom.secretKeyRef",
+    "initContainers.env.valueFrom.fieldRef",
+    "initContainers.env.valueFrom.resourceFieldRef",
+];
+
 const CONDITIONS: &[Entry] = &[map("conditions", &["type"], "type")];
 
 const SERVICE_SPEC: &[Entry] = &[map("ports", &["port", "protocol"], "port")];
@@ -121,6 +158,8 @@ const SERVICE_ACCOUNT: &[Entry] = &[map("secrets", &["name"], "name")];
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinShape {
     entries: Vec<(Vec<String>, Entry)>,
+    atomic_maps: Vec<Vec<String>>,
+    zero: Value,
 }
 
 impl BuiltinShape {
@@ -132,8 +171,17 @@ impl BuiltinShape {
         }
     }
 
+    fn atomic(&mut self, base: &[&str], paths: &[&str]) {
+        for path in paths {
+            let mut full: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+            full.extend(path.split('.').map(str::to_string));
+            self.atomic_maps.push(full);
+        }
+    }
+
     fn add_pod_spec(&mut self, base: &[&str]) {
         self.add(base, POD_SPEC);
+        self.atomic(base, POD_SPEC_ATOMIC);
         for list in CONTAINER_LISTS {
             let mut entry_base = base.to_vec();
             entry_base.push(list);
@@ -174,6 +222,20 @@ impl FieldShape for BuiltinShape {
             ))
         }
     }
+
+    fn is_atomic_map(&self, path: &[&str]) -> bool {
+        self.atomic_maps
+            .iter()
+            .any(|p| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| a == b))
+    }
+
+    fn zero_object(&self) -> Value {
+        if self.zero.is_null() {
+            json!({"metadata": {}})
+        } else {
+            self.zero.clone()
+        }
+    }
 }
 
 /// The shape of a built-in kind. Every kind gets the `metadata` rules (ownerReferences by `uid`,
@@ -181,33 +243,75 @@ impl FieldShape for BuiltinShape {
 pub fn builtin_shape(type_meta: &TypeMeta) -> BuiltinShape {
     let mut shape = BuiltinShape::default();
     shape.add(&["metadata"], OBJECT_META);
-    match (type_meta.group(), type_meta.kind.as_str()) {
+    let pod_template_zero = json!({"metadata": {}, "spec": {"containers": null}});
+    shape.zero = match (type_meta.group(), type_meta.kind.as_str()) {
         ("", "Pod") => {
             shape.add_pod_spec(&["spec"]);
             shape.add(&["status"], POD_STATUS);
+            json!({"metadata": {}, "spec": {"containers": null}, "status": {}})
         }
         ("", "PodTemplate") => {
             shape.add(&["template", "metadata"], OBJECT_META);
             shape.add_pod_spec(&["template", "spec"]);
+            json!({"metadata": {}, "template": pod_template_zero})
         }
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
             shape.add(&["spec", "template", "metadata"], OBJECT_META);
             shape.add_pod_spec(&["spec", "template", "spec"]);
             shape.add(&["status"], CONDITIONS);
+            shape.atomic(&["spec"], &["selector"]);
+            let mut spec = json!({"selector": null, "template": pod_template_zero});
+            if type_meta.kind == "Deployment" {
+                spec["strategy"] = json!({});
+            }
+            json!({"metadata": {}, "spec": spec, "status": {}})
         }
         ("", "Service") => {
             shape.add(&["spec"], SERVICE_SPEC);
             shape.add(&["status"], CONDITIONS);
+            shape.atomic(&["spec"], &["selector"]);
+            json!({"metadata": {}, "spec": {}, "status": {"loadBalancer": {}}})
         }
-        ("", "PersistentVolumeClaim" | "Namespace" | "Node") => {
+        ("", "PersistentVolumeClaim") => {
             shape.add(&["status"], CONDITIONS);
+            shape.atomic(&["spec"], &["selector", "dataSource", "dataSourceRef"]);
+            json!({"metadata": {}, "spec": {"resources": {}}, "status": {}})
         }
-        ("", "ServiceAccount") => shape.add(&[], SERVICE_ACCOUNT),
+        ("", "Namespace" | "Node") => {
+            shape.add(&["status"], CONDITIONS);
+            json!({"metadata": {}, "spec": {}, "status": {}})
+        }
+        ("", "ServiceAccount") => {
+            shape.add(&[], SERVICE_ACCOUNT);
+            shape.atomic(&[], &["secrets"]);
+            json!({"metadata": {}})
+        }
+        ("", "Event") => {
+            shape.atomic(&[], &["involvedObject", "related"]);
+            json!({"metadata": {}, "involvedObject": {}, "source": {}})
+        }
+        ("events.k8s.io", "Event") => {
+            shape.atomic(&[], &["regarding", "related"]);
+            json!({"metadata": {}, "regarding": {}, "deprecatedSource": {}})
+        }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            shape.atomic(&["spec"], &["podSelector"]);
+            json!({"metadata": {}, "spec": {"podSelector": {}}})
+        }
+        ("coordination.k8s.io", "Lease") => json!({"metadata": {}, "spec": {}}),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            json!({"metadata": {}, "roleRef": {}})
+        }
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
+            json!({"metadata": {}, "rules": null})
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             shape.add(&["status"], CONDITIONS);
+            json!({"metadata": {}, "spec": {"names": {}, "versions": null},
+                   "status": {"acceptedNames": {}, "storedVersions": null}})
         }
-        _ => {}
-    }
+        _ => json!({"metadata": {}}),
+    };
     shape
 }
 
@@ -257,6 +361,10 @@ mod tests {
             Some(ListType::Map(vec!["name".into()]))
         );
         assert_eq!(d.list_type(&["spec", "containers"]), None);
+        assert!(d.is_atomic_map(&["spec", "selector"]));
+        assert!(d.is_atomic_map(&["spec", "template", "spec", "nodeSelector"]));
+        assert!(!d.is_atomic_map(&["spec", "template"]));
+        assert_eq!(d.zero_object()["spec"]["strategy"], json!({}));
         let cm = builtin_shape(&TypeMeta::new("v1", "ConfigMap"));
         assert_eq!(
             cm.list_type(&["metadata", "ownerReferences"]),

@@ -125,6 +125,13 @@ fn merge_map(
         Some(_) => return Err(bad_retain_keys()),
     };
 
+    // the live lists, for `$setElementOrder` (server-only elements keep their live order)
+    let live_lists = if patch.keys().any(|k| k.starts_with(SET_ELEMENT_ORDER)) {
+        original.clone()
+    } else {
+        Map::new()
+    };
+
     // $deleteFromPrimitiveList first, so that a merge of the same list in the patch adds back.
     for (key, value) in patch {
         if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
@@ -165,8 +172,12 @@ fn merge_map(
             path.push(field.to_string());
             let strategy = shape.patch_strategy(&as_strs(path));
             path.pop();
+            let live_order = match live_lists.get(field) {
+                Some(Value::Array(items)) => items.as_slice(),
+                _ => &[],
+            };
             if let Some(Value::Array(items)) = original.get_mut(field) {
-                reorder(items, order, strategy);
+                reorder(items, order, live_order, strategy);
             }
         }
     }
@@ -259,6 +270,7 @@ fn merge_keyed_list(
         matches!(item, Value::Object(m)
             if m.get(PATCH_DIRECTIVE) == Some(&Value::String("replace".into())))
     });
+    let live = original.clone();
     if replace {
         return Ok(patch
             .iter()
@@ -304,37 +316,75 @@ fn merge_keyed_list(
             }
         }
     }
+    // Like the API server: the patch's elements take the patch's order, the others keep their
+    // live order, interleaved by live position.
+    let patch_elements: Vec<Value> = patch
+        .iter()
+        .filter(|item| {
+            !matches!(item, Value::Object(m)
+                if m.get(PATCH_DIRECTIVE) == Some(&Value::String("delete".into())))
+        })
+        .cloned()
+        .collect();
+    reorder(
+        &mut original,
+        &patch_elements,
+        &live,
+        Some(PatchStrategy::MergeByKey(key)),
+    );
     Ok(original)
 }
 
-/// `$setElementOrder`: the listed elements take the given order; the others keep their place
-/// after them, in their current order.
-fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: Option<PatchStrategy<'_>>) {
+/// `$setElementOrder`: the elements it lists (the patch's) take its order; the others (the
+/// server's) keep their live order; the two runs are interleaved so that an element of each
+/// keeps its live position relative to the other when both were live.
+fn reorder(
+    items: &mut Vec<Value>,
+    order: &[Value],
+    live: &[Value],
+    strategy: Option<PatchStrategy<'_>>,
+) {
     let identity = |item: &Value| -> Option<Value> {
         match strategy {
             Some(PatchStrategy::MergeByKey(key)) => item.get(key).cloned(),
             _ => Some(item.clone()),
         }
     };
-    let wanted: Vec<Value> = order
-        .iter()
-        .filter_map(|o| match strategy {
-            Some(PatchStrategy::MergeByKey(key)) => o.get(key).cloned(),
-            _ => Some(o.clone()),
-        })
-        .collect();
-    let mut remaining: Vec<Value> = std::mem::take(items);
-    let mut sorted = Vec::with_capacity(remaining.len());
-    for want in &wanted {
-        if let Some(i) = remaining
-            .iter()
-            .position(|item| identity(item).as_ref() == Some(want))
-        {
-            sorted.push(remaining.remove(i));
-        }
+    let wanted: Vec<Value> = order.iter().filter_map(identity).collect();
+    let live_ids: Vec<Option<Value>> = live.iter().map(identity).collect();
+    let live_index = |item: &Value| {
+        let id = identity(item);
+        live_ids.iter().position(|l| l.is_some() && *l == id)
+    };
+
+    let (mut patch_items, mut server_items): (Vec<Value>, Vec<Value>) = std::mem::take(items)
+        .into_iter()
+        .partition(|item| identity(item).is_some_and(|id| wanted.contains(&id)));
+    patch_items
+        .sort_by_key(|item| identity(item).and_then(|id| wanted.iter().position(|w| *w == id)));
+    server_items.sort_by_key(|item| live_index(item).unwrap_or(usize::MAX));
+
+    let mut out = Vec::with_capacity(patch_items.len() + server_items.len());
+    let mut patch_iter = patch_items.into_iter().peekable();
+    let mut server_iter = server_items.into_iter().peekable();
+    loop {
+        let take_patch = match (patch_iter.peek(), server_iter.peek()) {
+            (Some(p), Some(s)) => match (live_index(p), live_index(s)) {
+                (Some(pi), Some(si)) => pi < si,
+                _ => false,
+            },
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_patch {
+            patch_iter.next()
+        } else {
+            server_iter.next()
+        };
+        out.extend(next);
     }
-    sorted.extend(remaining);
-    *items = sorted;
+    *items = out;
 }
 
 #[cfg(test)]
@@ -470,6 +520,41 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["side", "app"]);
         assert_eq!(out["spec"]["containers"][1]["image"], "app:3");
+    }
+
+    #[test]
+    fn set_element_order_keeps_server_only_elements_in_their_live_place() {
+        let live = json!({"spec": {"containers": [
+            {"name": "a"}, {"name": "server"}, {"name": "b"}
+        ]}});
+        // the patch owns a and b, wants b first, and adds c at the end
+        let patch = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}, {"name": "c"}],
+            "containers": [{"name": "c", "image": "c"}]
+        }});
+        let out = strategic_merge_patch(&live, &patch, &pod()).unwrap();
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["server", "b", "a", "c"]);
+    }
+
+    #[test]
+    fn a_patch_list_reorders_the_elements_it_names() {
+        let patch =
+            json!({"spec": {"containers": [{"name": "side"}, {"name": "app", "image": "app:9"}]}});
+        let out = strategic_merge_patch(&base_pod(), &patch, &pod()).unwrap();
+        let names: Vec<&str> = out["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, vec!["side", "app"]);
+        assert_eq!(out["spec"]["containers"][1]["image"], "app:9");
     }
 
     #[test]

@@ -18,7 +18,13 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the body of the request is empty"));
     }
     let ct = req.content_type();
-    if ct.contains("protobuf") || ct.contains("cbor") {
+    if ct.contains("protobuf") {
+        return crate::protobuf::decode(&req.body).map_err(|e| match e {
+            crate::protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(ct),
+            other => ApiError::bad_request(other.to_string()),
+        });
+    }
+    if ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(ct));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
@@ -192,7 +198,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         }
         crate::kinds::prepare_create(state, &info, &mut candidate)
             .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
-        crate::crd::validate_custom(state, &info, None, &mut candidate)?;
+        crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
@@ -438,7 +444,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &now,
                 &info,
             );
-            crate::crd::validate_custom(state, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);
@@ -513,7 +519,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 }
                 crate::kinds::prepare_create(state, &info, &mut created)
                     .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
-                crate::crd::validate_custom(state, &info, None, &mut created)?;
+                crate::crd::validate_custom(&req.query, &info, None, &mut created)?;
                 if dry {
                     dry_result = Some(created);
                     return Ok(WriteOp::Unchanged);
@@ -547,7 +553,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                     &info,
                 );
             }
-            crate::crd::validate_custom(state, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);

@@ -4,9 +4,11 @@
 //!
 //! The CEL engine is the `cel` crate (cel-rust), with its string and list extension libraries.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use cel::IdedExpr;
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr};
 use serde_json::Value;
 
 use super::node::{JsonType, Node};
@@ -23,6 +25,9 @@ pub(crate) struct CompiledRule {
     field_path: Option<String>,
     /// A transition rule (it uses `oldSelf`): skipped unless there is an old value.
     pub uses_old_self: bool,
+    /// `optionalOldSelf: true`: the transition rule also runs without an old value, with
+    /// `oldSelf` an optional (`oldSelf.hasValue()`, `oldSelf.orValue(x)`).
+    optional_old_self: bool,
 }
 
 impl std::fmt::Debug for CompiledRule {
@@ -44,8 +49,92 @@ fn env() -> &'static Arc<cel::Env> {
     })
 }
 
+/// Identifiers a rule may use besides its comprehension variables: the bound values and the
+/// type names CEL knows.
+const DECLARED: &[&str] = &[
+    "self",
+    "oldSelf",
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+];
+
 fn compile(source: &str) -> Result<cel::Program, String> {
-    env().compile(source).map_err(|e| e.to_string())
+    let program = env().compile(source).map_err(|e| e.to_string())?;
+    let mut free = BTreeSet::new();
+    free_identifiers(program.expression(), &mut Vec::new(), &mut free);
+    match free
+        .into_iter()
+        .find(|name| !DECLARED.contains(&name.as_str()))
+    {
+        Some(name) => Err(format!("ERROR: undeclared reference to '{name}'")),
+        None => Ok(program),
+    }
+}
+
+/// Collects the identifiers of `e` not bound by an enclosing comprehension (`all`, `exists`, `map`...).
+fn free_identifiers<'a>(e: &'a IdedExpr, bound: &mut Vec<&'a str>, out: &mut BTreeSet<String>) {
+    match &e.expr {
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                out.insert(name.clone());
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                free_identifiers(target, bound, out);
+            }
+            for arg in &call.args {
+                free_identifiers(arg, bound, out);
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_identifiers(&c.iter_range, bound, out);
+            free_identifiers(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(&c.iter_var);
+            if let Some(v2) = &c.iter_var2 {
+                bound.push(v2);
+            }
+            bound.push(&c.accu_var);
+            free_identifiers(&c.loop_cond, bound, out);
+            free_identifiers(&c.loop_step, bound, out);
+            free_identifiers(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        Expr::List(list) => {
+            for el in &list.elements {
+                free_identifiers(el, bound, out);
+            }
+        }
+        Expr::Map(map) => entries_free(&map.entries, bound, out),
+        Expr::Struct(st) => entries_free(&st.entries, bound, out),
+        Expr::Select(sel) => free_identifiers(&sel.operand, bound, out),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entries_free<'a>(
+    entries: &'a [IdedEntryExpr],
+    bound: &mut Vec<&'a str>,
+    out: &mut BTreeSet<String>,
+) {
+    for entry in entries {
+        match &entry.expr {
+            EntryExpr::MapEntry(m) => {
+                free_identifiers(&m.key, bound, out);
+                free_identifiers(&m.value, bound, out);
+            }
+            EntryExpr::StructField(f) => free_identifiers(&f.value, bound, out),
+        }
+    }
 }
 
 /// Compiles the rules of one schema node; problems are reported as CRD field errors at `path`.
@@ -164,6 +253,18 @@ pub(crate) fn compile_rules(
             ));
         }
         let uses_old_self = program.references().has_variable("oldSelf");
+        let optional_old_self = obj
+            .get("optionalOldSelf")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if optional_old_self && !uses_old_self {
+            errors.push(FieldError::new(
+                &format!("{item_path}.optionalOldSelf"),
+                FieldErrorKind::Invalid,
+                Some(Value::Bool(true)),
+                "may not be set if rule does not use oldSelf",
+            ));
+        }
         out.push(CompiledRule {
             rule,
             program: Arc::new(program),
@@ -172,6 +273,7 @@ pub(crate) fn compile_rules(
             reason,
             field_path,
             uses_old_self,
+            optional_old_self,
         });
     }
     out
@@ -236,12 +338,18 @@ pub(crate) fn evaluate(
     let self_value = to_cel(Some(node), value);
     let old_value = old.map(|o| to_cel(Some(node), o));
     for rule in &node.rules {
-        if rule.uses_old_self && old_value.is_none() {
+        if rule.uses_old_self && old_value.is_none() && !rule.optional_old_self {
             continue;
         }
         let mut ctx = cel::Context::with_env(Arc::clone(env()));
         ctx.add_variable_from_value("self", self_value.clone());
-        if let Some(o) = &old_value {
+        if rule.optional_old_self {
+            let optional = match &old_value {
+                Some(o) => cel::objects::OptionalValue::of(o.clone()),
+                None => cel::objects::OptionalValue::none(),
+            };
+            ctx.add_variable_from_value("oldSelf", cel::Value::Opaque(Arc::new(optional)));
+        } else if let Some(o) = &old_value {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
         let error_path = match &rule.field_path {
@@ -284,11 +392,12 @@ pub(crate) fn evaluate(
                     rule.rule
                 ),
             )),
+            // Runtime errors are reported at the rule's node, as the real server words them.
             Err(e) => errors.push(FieldError::new(
-                &error_path,
+                path,
                 FieldErrorKind::Invalid,
                 Some(type_name),
-                format!("rule evaluation error: {e}: {}", rule.rule),
+                runtime_error_message(&e, rule),
             )),
         }
     }
@@ -296,4 +405,48 @@ pub(crate) fn evaluate(
 
 fn cel_value_kind(v: &cel::Value) -> String {
     format!("{:?}", v.type_of())
+}
+
+/// `no such key: x evaluating rule: <message or rule>`, and the overload wording for type
+/// mismatches the compiler would have caught on a typed schema.
+fn runtime_error_message(e: &cel::ExecutionError, rule: &CompiledRule) -> String {
+    let rule_text = rule
+        .message
+        .as_deref()
+        .unwrap_or(&rule.rule)
+        .trim()
+        .to_string();
+    match e {
+        cel::ExecutionError::NoSuchOverload(_)
+        | cel::ExecutionError::UnsupportedBinaryOperator(..) => format!(
+            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {rule_text}"
+        ),
+        cel::ExecutionError::NoSuchKey(k) => {
+            format!("no such key: {k} evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::IndexOutOfBounds(i) => {
+            format!(
+                "index out of bounds: {} evaluating rule: {rule_text}",
+                cel_value_text(i)
+            )
+        }
+        cel::ExecutionError::DivisionByZero(_) => {
+            format!("division by zero evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::RemainderByZero(_) => {
+            format!("modulus by zero evaluating rule: {rule_text}")
+        }
+        cel::ExecutionError::Overflow(..) => {
+            format!("integer overflow evaluating rule: {rule_text}")
+        }
+        other => format!("{other} evaluating rule: {rule_text}"),
+    }
+}
+
+fn cel_value_text(v: &cel::Value) -> String {
+    match v {
+        cel::Value::Int(i) => i.to_string(),
+        cel::Value::UInt(u) => u.to_string(),
+        other => format!("{other:?}"),
+    }
 }

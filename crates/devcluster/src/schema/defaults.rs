@@ -81,20 +81,58 @@ fn apply(node: &Node, value: &mut Value) {
     }
 }
 
-/// Every `default` must validate against its own schema (after defaulting inside it), as the real
-/// server requires when the CRD is written.
-pub(crate) fn check_defaults(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
+/// The CRD-time checks of every `default`, as the real server makes them: none inside the
+/// top-level `metadata`; each must be pruned already (`must not have unknown fields`) and must
+/// validate against its own schema.
+pub(crate) fn check_defaults_root(root: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    for (name, child) in &root.properties {
+        let child_path = format!("{path}.properties[{name}]");
+        if name == "metadata" {
+            forbid_defaults(child, &child_path, errors);
+        } else {
+            check_defaults(child, &child_path, errors);
+        }
+    }
+    if let Some(items) = &root.items {
+        check_defaults(items, &format!("{path}.items"), errors);
+    }
+}
+
+fn forbid_defaults(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
+    if node.default.is_some() {
+        errors.push(FieldError::new(
+            &format!("{path}.default"),
+            super::FieldErrorKind::Forbidden,
+            None,
+            "must not be set in top-level metadata",
+        ));
+    }
+    for (name, child) in &node.properties {
+        forbid_defaults(child, &format!("{path}.properties[{name}]"), errors);
+    }
+}
+
+fn check_defaults(node: &Node, path: &str, errors: &mut Vec<FieldError>) {
     if let Some(d) = &node.default {
-        let mut d = d.clone();
-        apply(node, &mut d);
         let default_path = format!("{path}.default");
-        for mut e in super::validate::validate_value(node, &d, "", None) {
-            e.path = if e.path.is_empty() {
-                default_path.clone()
-            } else {
-                format!("{default_path}.{}", e.path.trim_start_matches('.'))
-            };
-            errors.push(e);
+        let mut pruned = d.clone();
+        super::prune::prune_value(node, &mut pruned);
+        if &pruned != d {
+            errors.push(FieldError::new(
+                &default_path,
+                super::FieldErrorKind::Invalid,
+                Some(d.clone()),
+                "must not have unknown fields",
+            ));
+        } else {
+            for mut e in super::validate::validate_value(node, d, "", None) {
+                e.path = if e.path.is_empty() || e.path == "<nil>" {
+                    default_path.clone()
+                } else {
+                    format!("{default_path}.{}", e.path.trim_start_matches('.'))
+                };
+                errors.push(e);
+            }
         }
     }
     for (name, child) in &node.properties {
@@ -193,6 +231,26 @@ mod tests {
         assert_eq!(
             obj,
             json!({"spec": {"ports": [{"protocol": "TCP"}, {"protocol": "UDP"}], "byName": {"a": {"on": false}}}})
+        );
+    }
+
+    #[test]
+    fn defaults_with_unknown_fields_or_in_metadata_reject_the_schema() {
+        let err = StructuralSchema::from_openapi(&json!({
+            "type": "object",
+            "properties": {
+                "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "x"}}},
+                "spec": {"type": "object", "default": {"a": "1", "zzz": 2}, "properties": {"a": {"type": "string"}}}
+            }
+        }))
+        .unwrap_err();
+        let msgs: Vec<String> = err.field_errors().iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "openAPIV3Schema.properties[metadata].properties[name].default: Forbidden: must not be set in top-level metadata",
+                "openAPIV3Schema.properties[spec].default: Invalid value: map[string]interface {}{\"a\":\"1\", \"zzz\":2}: must not have unknown fields",
+            ]
         );
     }
 

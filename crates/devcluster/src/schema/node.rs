@@ -407,6 +407,18 @@ impl Parser {
             node.not = Some(Box::new(sub_node));
         }
 
+        // An int-or-string field validates as `anyOf: [{type: integer}, {type: string}]`, written
+        // out or not, as the real server does.
+        if node.int_or_string && node.any_of.is_empty() {
+            node.any_of = [JsonType::Integer, JsonType::String]
+                .into_iter()
+                .map(|ty| Node {
+                    ty: Some(ty),
+                    ..Node::default()
+                })
+                .collect();
+        }
+
         if let Some(rules) = obj.get("x-kubernetes-validations") {
             node.rules = super::cel_rules::compile_rules(
                 rules,

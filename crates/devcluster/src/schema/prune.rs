@@ -23,8 +23,8 @@ const OBJECT_META_FIELDS: &[&str] = &[
     "managedFields",
 ];
 
-/// Prunes a whole object. `apiVersion`, `kind` and `metadata` at the top level are always kept and
-/// `metadata` is left to the server's ObjectMeta handling.
+/// Prunes a whole object. `apiVersion`, `kind` and `metadata` at the top level are always kept;
+/// `metadata` (top level and embedded) keeps the fields of ObjectMeta.
 pub(crate) fn prune_root(root: &Node, obj: &mut Value) {
     prune_object(root, obj, true);
 }
@@ -39,9 +39,9 @@ fn prune_object(node: &Node, value: &mut Value, is_resource_root: bool) {
                     continue;
                 }
                 if is_resource_root && key == "metadata" {
-                    if node.embedded {
-                        prune_embedded_metadata(child);
-                    }
+                    // Not pruned by the schema, but read as an ObjectMeta, which drops what
+                    // ObjectMeta does not have.
+                    prune_object_meta(child);
                     continue;
                 }
                 if let Some(child_node) = node.properties.get(key) {
@@ -70,11 +70,11 @@ fn prune_object(node: &Node, value: &mut Value, is_resource_root: bool) {
     }
 }
 
-fn prune_value(node: &Node, value: &mut Value) {
+pub(crate) fn prune_value(node: &Node, value: &mut Value) {
     prune_object(node, value, node.embedded);
 }
 
-fn prune_embedded_metadata(meta: &mut Value) {
+fn prune_object_meta(meta: &mut Value) {
     if let Value::Object(map) = meta {
         map.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
     }
@@ -91,7 +91,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_fields_are_dropped_but_top_level_identity_is_kept() {
+    fn unknown_fields_are_dropped_and_metadata_keeps_object_meta_fields() {
         let s = schema(json!({
             "type": "object",
             "properties": {
@@ -100,7 +100,7 @@ mod tests {
         }));
         let mut obj = json!({
             "apiVersion": "x/v1", "kind": "K",
-            "metadata": {"name": "n", "whatever": 1},
+            "metadata": {"name": "n", "labels": {"a": "b"}, "whatever": 1},
             "spec": {"a": "x", "b": "gone"},
             "extra": true
         });
@@ -109,7 +109,7 @@ mod tests {
             obj,
             json!({
                 "apiVersion": "x/v1", "kind": "K",
-                "metadata": {"name": "n", "whatever": 1},
+                "metadata": {"name": "n", "labels": {"a": "b"}},
                 "spec": {"a": "x"}
             })
         );

@@ -152,7 +152,7 @@ impl IncludeObject {
     }
 }
 
-/// The age of a timestamp as table printers show it ("<unknown>" without one).
+/// The age of a timestamp as table printers show it (`<unknown>` without one).
 pub fn age(timestamp: Option<&Value>, now: i64) -> String {
     match timestamp
         .and_then(Value::as_str)
@@ -363,6 +363,20 @@ pub fn render(
         "columnDefinitions": columns.iter().map(Column::definition).collect::<Vec<_>>(),
         "rows": rows,
     })
+}
+
+/// [`render`] without the column definitions (`"columnDefinitions": null`), as a real server
+/// sends the watch events after the first one of a Table watch (`TableOptions.noHeaders`).
+pub fn render_without_headers(
+    columns: &[Column],
+    objects: &[Value],
+    include_object: IncludeObject,
+    list_metadata: Value,
+    now: i64,
+) -> Value {
+    let mut table = render(columns, objects, include_object, list_metadata, now);
+    table["columnDefinitions"] = Value::Null;
+    table
 }
 
 #[cfg(test)]

@@ -84,6 +84,9 @@ pub(crate) fn parse_date_time(s: &str) -> Option<i64> {
                 Some(b'-') => (-1, &rest[1..]),
                 _ => return None,
             };
+            if !off.bytes().all(|b| b.is_ascii_digit() || b == b':') {
+                return None;
+            }
             let (oh, om) = match off.len() {
                 5 if off.as_bytes()[2] == b':' => (digits(&off[0..2])?, digits(&off[3..5])?),
                 4 => (digits(&off[0..2])?, digits(&off[2..4])?),
@@ -96,6 +99,48 @@ pub(crate) fn parse_date_time(s: &str) -> Option<i64> {
         }
     };
     Some(days * 86400 + h * 3600 + mi * 60 + sec - offset)
+}
+
+/// Whether a string passes the `date-time` format check of CRD validation: a full date, `T`
+/// (either case), `hh:mm:ss`, an optional fraction, and `Z` or a `±hh:mm` offset.
+pub(crate) fn is_date_time(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    let mut parts = lower.split('t');
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    if parse_date(date).is_none() {
+        return false;
+    }
+    let b = time.as_bytes();
+    if b.len() < 9 || b[2] != b':' || b[5] != b':' {
+        return false;
+    }
+    let two = |i: usize| -> Option<i64> {
+        (b[i].is_ascii_digit() && b[i + 1].is_ascii_digit())
+            .then(|| i64::from(b[i] - b'0') * 10 + i64::from(b[i + 1] - b'0'))
+    };
+    let (Some(h), Some(m), Some(sec)) = (two(0), two(3), two(6)) else {
+        return false;
+    };
+    if h > 23 || m > 59 || sec > 59 {
+        return false;
+    }
+    let mut rest = &b[8..];
+    if rest.first() == Some(&b'.') {
+        let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &rest[1 + n..];
+    }
+    match rest {
+        [b'z'] => true,
+        [sign, h1, h2, b':', m1, m2] => {
+            matches!(sign, b'+' | b'-') && [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit())
+        }
+        _ => false,
+    }
 }
 
 /// Formats seconds since the epoch as RFC 3339 UTC (`2006-01-02T15:04:05Z`).
@@ -209,6 +254,33 @@ mod tests {
         }
         assert!(parse_date("2024-02-29").is_some());
         assert!(parse_date("2023-02-29").is_none());
+    }
+
+    #[test]
+    fn the_date_time_format_check_is_strict_rfc3339() {
+        for ok in [
+            "2024-03-01T12:00:00Z",
+            "2024-03-01t12:00:00z",
+            "2024-03-01T12:00:00.123456+01:30",
+            "2024-02-29T23:59:59-00:00",
+        ] {
+            assert!(is_date_time(ok), "{ok}");
+        }
+        for bad in [
+            "2024-03-01 12:00:00Z",
+            "2024-03-01T12:00:00",
+            "2024-03-01T12:00Z",
+            "2024-03-01T12:00:00+0100",
+            "2024-03-01T24:00:00Z",
+            "2024-03-01T12:00:60Z",
+            "2023-02-29T00:00:00Z",
+            "2024-03-01T12:00:00.Z",
+            "",
+            "T",
+            "2024-03-01Té",
+        ] {
+            assert!(!is_date_time(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -11,12 +11,9 @@ use super::{FieldError, FieldErrorKind, cel_rules, timefmt};
 
 /// Validates a whole object; `old` is the object being replaced on update.
 pub(crate) fn validate_root(root: &Node, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    Validator {
-        errors: &mut errors,
-    }
-    .node(root, obj, old, "", true);
-    errors
+    let mut v = Validator::default();
+    v.node(root, obj, old, "", true);
+    v.finish()
 }
 
 /// Validates one value against one node (used for defaults at CRD time).
@@ -26,16 +23,19 @@ pub(crate) fn validate_value(
     path: &str,
     old: Option<&Value>,
 ) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    Validator {
-        errors: &mut errors,
-    }
-    .node(node, value, old, path, false);
-    errors
+    let mut v = Validator::default();
+    v.node(node, value, old, path, false);
+    v.finish()
 }
 
-struct Validator<'a> {
-    errors: &'a mut Vec<FieldError>,
+/// Errors in the order the real server reports them: OpenAPI schema errors, then embedded
+/// resource errors, then list-type errors, then CEL rule errors.
+#[derive(Default)]
+struct Validator {
+    errors: Vec<FieldError>,
+    embedded: Vec<FieldError>,
+    list_types: Vec<FieldError>,
+    cel: Vec<FieldError>,
 }
 
 fn child_path(path: &str, name: &str) -> String {
@@ -126,7 +126,14 @@ fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-impl Validator<'_> {
+impl Validator {
+    fn finish(mut self) -> Vec<FieldError> {
+        self.errors.append(&mut self.embedded);
+        self.errors.append(&mut self.list_types);
+        self.errors.append(&mut self.cel);
+        self.errors
+    }
+
     fn push(
         &mut self,
         path: &str,
@@ -193,22 +200,6 @@ impl Validator<'_> {
                 return;
             }
         }
-        if node.int_or_string
-            && !matches!(value, Value::String(_))
-            && !matches!(value, Value::Number(n) if is_integral(n))
-        {
-            let actual = type_name(value);
-            self.push(
-                path,
-                FieldErrorKind::TypeInvalid,
-                Some(Value::String(actual.into())),
-                format!(
-                    "{} must be of type integer-or-string: \"{actual}\"",
-                    Self::in_body(path)
-                ),
-            );
-            return;
-        }
         if let Some(ty) = node.ty
             && !Self::type_matches(ty, value)
         {
@@ -226,8 +217,8 @@ impl Validator<'_> {
             return;
         }
 
-        self.value_checks(node, value, path);
         self.junctors(node, value, path);
+        self.value_checks(node, value, path);
 
         match value {
             Value::Object(map) => {
@@ -243,12 +234,12 @@ impl Validator<'_> {
                             .and_then(Value::as_str)
                             .is_none_or(str::is_empty)
                         {
-                            self.push(
+                            self.embedded.push(FieldError::new(
                                 &child_path(path, field),
                                 FieldErrorKind::Required,
                                 None,
                                 "must not be empty",
-                            );
+                            ));
                         }
                     }
                 }
@@ -317,47 +308,24 @@ impl Validator<'_> {
             _ => {}
         }
 
-        cel_rules::evaluate(node, value, old, path, self.errors);
+        cel_rules::evaluate(node, value, old, path, &mut self.cel);
     }
 
-    /// enum, numeric, string, array and object-size keywords.
+    /// String, format, number, array, enum and object-size keywords, in kube-openapi's order.
     fn value_checks(&mut self, node: &Node, value: &Value, path: &str) {
         let body = Self::in_body(path);
-        if let Some(allowed) = &node.enum_values
-            && !allowed.iter().any(|a| json_equal(a, value))
-        {
-            let names: Vec<String> = allowed
-                .iter()
-                .map(|a| match a {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect();
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            self.errors
-                .push(FieldError::not_supported(path, value.clone(), &refs));
-        }
         match value {
             Value::Number(n) => {
                 let x = n.as_f64().unwrap_or(f64::NAN);
-                if let Some(min) = &node.minimum {
-                    let m = min.as_f64().unwrap_or(f64::NAN);
-                    if node.exclusive_minimum && x <= m {
+                if let Some(multiple) = &node.multiple_of {
+                    let m = multiple.as_f64().unwrap_or(f64::NAN);
+                    let q = x / m;
+                    if m > 0.0 && (q - q.round()).abs() > 1e-9 {
                         self.push(
                             path,
                             FieldErrorKind::Invalid,
                             Some(value.clone()),
-                            format!("{body} should be greater than {}", number_text(min)),
-                        );
-                    } else if !node.exclusive_minimum && x < m {
-                        self.push(
-                            path,
-                            FieldErrorKind::Invalid,
-                            Some(value.clone()),
-                            format!(
-                                "{body} should be greater than or equal to {}",
-                                number_text(min)
-                            ),
+                            format!("{body} should be a multiple of {}", number_text(multiple)),
                         );
                     }
                 }
@@ -382,15 +350,24 @@ impl Validator<'_> {
                         );
                     }
                 }
-                if let Some(multiple) = &node.multiple_of {
-                    let m = multiple.as_f64().unwrap_or(f64::NAN);
-                    let q = x / m;
-                    if m > 0.0 && (q - q.round()).abs() > 1e-9 {
+                if let Some(min) = &node.minimum {
+                    let m = min.as_f64().unwrap_or(f64::NAN);
+                    if node.exclusive_minimum && x <= m {
                         self.push(
                             path,
                             FieldErrorKind::Invalid,
                             Some(value.clone()),
-                            format!("{body} should be a multiple of {}", number_text(multiple)),
+                            format!("{body} should be greater than {}", number_text(min)),
+                        );
+                    } else if !node.exclusive_minimum && x < m {
+                        self.push(
+                            path,
+                            FieldErrorKind::Invalid,
+                            Some(value.clone()),
+                            format!(
+                                "{body} should be greater than or equal to {}",
+                                number_text(min)
+                            ),
                         );
                     }
                 }
@@ -440,16 +417,6 @@ impl Validator<'_> {
             }
             Value::Array(items) => {
                 let n = items.len() as u64;
-                if let Some(max) = node.max_items
-                    && n > max
-                {
-                    self.push(
-                        path,
-                        FieldErrorKind::TooMany,
-                        Some(Value::from(n)),
-                        format!("must have at most {max} items"),
-                    );
-                }
                 if let Some(min) = node.min_items
                     && n < min
                 {
@@ -460,10 +427,7 @@ impl Validator<'_> {
                         format!("{body} should have at least {min} items"),
                     );
                 }
-            }
-            Value::Object(map) => {
-                let n = map.len() as u64;
-                if let Some(max) = node.max_properties
+                if let Some(max) = node.max_items
                     && n > max
                 {
                     self.push(
@@ -473,68 +437,123 @@ impl Validator<'_> {
                         format!("must have at most {max} items"),
                     );
                 }
-                if let Some(min) = node.min_properties
-                    && n < min
-                {
-                    self.push(
-                        path,
-                        FieldErrorKind::Invalid,
-                        Some(value.clone()),
-                        format!("{body} should have at least {min} properties"),
-                    );
-                }
             }
             _ => {}
+        }
+        if let Some(allowed) = &node.enum_values
+            && !allowed.iter().any(|a| json_equal(a, value))
+        {
+            let names: Vec<String> = allowed
+                .iter()
+                .map(|a| match a {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            self.errors
+                .push(FieldError::not_supported(path, value.clone(), &refs));
+        }
+        if let Value::Object(map) = value {
+            let n = map.len() as u64;
+            if let Some(max) = node.max_properties
+                && n > max
+            {
+                self.push(
+                    path,
+                    FieldErrorKind::TooMany,
+                    Some(Value::from(n)),
+                    format!("must have at most {max} items"),
+                );
+            }
+            if let Some(min) = node.min_properties
+                && n < min
+            {
+                self.push(
+                    path,
+                    FieldErrorKind::Invalid,
+                    Some(value.clone()),
+                    format!("{body} should have at least {min} properties"),
+                );
+            }
         }
     }
 
     /// allOf / anyOf / oneOf / not: value validation against sub-schemas.
+    /// allOf / anyOf / oneOf / not. kube-openapi reports the composite failures as plain errors,
+    /// which the apiextensions server files under the nil field path with an empty value:
+    /// `<nil>: Invalid value: "": "spec.a" must validate one and only one schema (oneOf). Found none valid`.
+    /// allOf also reports every branch's errors; anyOf and oneOf the errors of their best branch.
     fn junctors(&mut self, node: &Node, value: &Value, path: &str) {
-        let body = Self::in_body(path);
-        for sub in &node.all_of {
-            let errs = validate_value(sub, value, path, None);
-            self.errors.extend(errs);
+        let name = format!("{path:?}");
+        let composite = |message: String| {
+            FieldError::new(
+                "<nil>",
+                FieldErrorKind::Invalid,
+                Some(Value::String(String::new())),
+                message,
+            )
+        };
+        if !node.all_of.is_empty() {
+            let mut validated = 0;
+            for sub in &node.all_of {
+                let errs = branch_errors(sub, value, path);
+                if errs.is_empty() {
+                    validated += 1;
+                }
+                self.errors.extend(errs);
+            }
+            if validated != node.all_of.len() {
+                let extra = if validated == 0 {
+                    ". None validated"
+                } else {
+                    ""
+                };
+                self.errors.push(composite(format!(
+                    "{name} must validate all the schemas (allOf){extra}"
+                )));
+            }
         }
         if !node.any_of.is_empty() {
-            let ok = node.any_of.iter().any(|sub| {
-                validate_value(sub, value, path, None).is_empty() && sub_type_ok(sub, value)
-            });
-            if !ok {
-                self.push(
-                    path,
-                    FieldErrorKind::Invalid,
-                    Some(value.clone()),
-                    format!("{body} must validate at least one schema (anyOf)"),
-                );
+            let results: Vec<Vec<FieldError>> = node
+                .any_of
+                .iter()
+                .map(|sub| branch_errors(sub, value, path))
+                .collect();
+            if !results.iter().any(Vec::is_empty) {
+                self.errors.push(composite(format!(
+                    "{name} must validate at least one schema (anyOf)"
+                )));
+                self.errors.extend(best_failure(results));
             }
         }
         if !node.one_of.is_empty() {
-            let passing = node
+            let results: Vec<Vec<FieldError>> = node
                 .one_of
                 .iter()
-                .filter(|sub| {
-                    validate_value(sub, value, path, None).is_empty() && sub_type_ok(sub, value)
-                })
-                .count();
-            if passing != 1 {
-                self.push(
-                    path,
-                    FieldErrorKind::Invalid,
-                    Some(value.clone()),
-                    format!("{body} must validate one and only one schema (oneOf)"),
-                );
+                .map(|sub| branch_errors(sub, value, path))
+                .collect();
+            let validated = results.iter().filter(|r| r.is_empty()).count();
+            if validated != 1 {
+                let extra = if validated == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {validated} valid alternatives")
+                };
+                self.errors.push(composite(format!(
+                    "{name} must validate one and only one schema (oneOf). {extra}"
+                )));
+                if validated == 0 {
+                    self.errors.extend(best_failure(results));
+                }
             }
         }
         if let Some(not) = &node.not
-            && validate_value(not, value, path, None).is_empty()
-            && sub_type_ok(not, value)
+            && branch_errors(not, value, path).is_empty()
         {
-            self.push(
-                path,
-                FieldErrorKind::Invalid,
-                Some(value.clone()),
-                format!("{body} must not validate the schema provided"),
-            );
+            self.errors.push(composite(format!(
+                "{name} must not validate the schema (not)"
+            )));
         }
     }
 
@@ -544,12 +563,12 @@ impl Validator<'_> {
             Some("set") => {
                 for (i, item) in items.iter().enumerate() {
                     if items[..i].iter().any(|earlier| json_equal(earlier, item)) {
-                        self.push(
+                        self.list_types.push(FieldError::new(
                             &format!("{path}[{i}]"),
                             FieldErrorKind::Duplicate,
                             Some(item.clone()),
                             "",
-                        );
+                        ));
                     }
                 }
             }
@@ -560,12 +579,12 @@ impl Validator<'_> {
                     if seen.iter().any(|k| keys_equal(k, &key)) {
                         let shown: serde_json::Map<String, Value> =
                             key.clone().into_iter().collect();
-                        self.push(
+                        self.list_types.push(FieldError::new(
                             &format!("{path}[{i}]"),
                             FieldErrorKind::Duplicate,
                             Some(Value::Object(shown)),
                             "",
-                        );
+                        ));
                     }
                     seen.push(key);
                 }
@@ -609,18 +628,24 @@ fn correlate_item<'a>(node: &Node, item: &Value, old_items: &'a [Value]) -> Opti
         .find(|o| keys_equal(&map_key(node, o), &key))
 }
 
-/// For a junctor branch that declares a type (int-or-string's anyOf), the value must have it.
-fn sub_type_ok(node: &Node, value: &Value) -> bool {
-    match node.ty {
-        Some(ty) => Validator::type_matches(ty, value),
-        None => true,
-    }
+/// The errors of one junctor branch against the value (a declared type must match too, as in
+/// int-or-string's `anyOf: [{type: integer}, {type: string}]`).
+fn branch_errors(node: &Node, value: &Value, path: &str) -> Vec<FieldError> {
+    validate_value(node, value, path, None)
+}
+
+/// The errors of the branch that came closest (fewest errors; the first on a tie).
+fn best_failure(results: Vec<Vec<FieldError>>) -> Vec<FieldError> {
+    results
+        .into_iter()
+        .reduce(|best, r| if r.len() < best.len() { r } else { best })
+        .unwrap_or_default()
 }
 
 /// The string formats the real server checks; unknown formats are not checked.
 fn string_format_ok(format: &str, s: &str) -> bool {
     match format {
-        "date-time" => timefmt::parse_date_time(s).is_some(),
+        "date-time" => timefmt::is_date_time(s),
         "date" => timefmt::parse_date(s).is_some(),
         "uuid" => is_uuid(s),
         "byte" => is_base64(s),

@@ -15,6 +15,10 @@ pub(super) fn merge_applied(
     shape: &dyn FieldShape,
     path: &mut Vec<String>,
 ) -> Value {
+    let names: Vec<&str> = path.iter().map(String::as_str).collect();
+    if config.is_object() && shape.is_atomic_map(&names) {
+        return config.clone();
+    }
     match (live, config) {
         (live, Value::Object(c)) => {
             let mut out = match live {

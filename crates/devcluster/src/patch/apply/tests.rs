@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::patch::{TypeMeta, builtin_shape};
+use crate::patch::{ListType, TypeMeta, builtin_shape};
 
 const T0: &str = "2026-01-01T00:00:00Z";
 const T1: &str = "2026-01-01T00:01:00Z";
@@ -531,4 +531,196 @@ fn odd_inputs_do_not_panic() {
             );
         }
     }
+}
+
+#[test]
+fn create_records_added_objects_like_the_api_server() {
+    let shape = deploy_shape();
+    let mut created = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "app", "image": "app:1", "resources": {}}]}}}
+    });
+    record_update(
+        None,
+        &mut created,
+        "kubectl-create",
+        "Update",
+        None,
+        T0,
+        &shape,
+    );
+    assert_eq!(
+        entry(&created, "kubectl-create")["fieldsV1"],
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:selector": {},
+                "f:strategy": {"f:type": {}, "f:rollingUpdate": {".": {}, "f:maxSurge": {}}},
+                "f:template": {
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {
+                        ".": {}, "f:name": {}, "f:image": {}, "f:resources": {}
+                    }}}
+                }
+            }
+        })
+    );
+}
+
+#[test]
+fn custom_resources_use_the_callers_shape() {
+    // a shape from a CRD schema: spec.items is a set, everything else atomic
+    let shape = |path: &[&str]| (path == ["spec", "items"]).then_some(ListType::Set);
+    let mut created = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": "t"}, "spec": {"items": ["a"], "size": 1}});
+    record_update(None, &mut created, "ctl", "Update", None, T0, &shape);
+    assert_eq!(
+        entry(&created, "ctl")["fieldsV1"],
+        json!({"f:spec": {".": {}, "f:items": {".": {}, "v:\"a\"": {}}, "f:size": {}}})
+    );
+    let applied = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": "t"}, "spec": {"items": ["b"]}});
+    let out = apply(Some(&created), &applied, &opts("ssa", false, T1), &shape).unwrap();
+    assert_eq!(out["spec"]["items"], json!(["a", "b"]));
+    assert_eq!(out["spec"]["size"], 1);
+}
+
+#[test]
+fn update_adding_finalizers_and_annotations_owns_the_new_containers() {
+    let shape = builtin_shape(&TypeMeta::new("v1", "ConfigMap"));
+    let mut live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}});
+    record_update(None, &mut live, "creator", "Update", None, T0, &shape);
+    assert_eq!(
+        entry(&live, "creator")["fieldsV1"],
+        json!({"f:data": {".": {}, "f:k": {}}})
+    );
+    let mut next = live.clone();
+    next["metadata"]["finalizers"] = json!(["example.com/f"]);
+    next["metadata"]["annotations"] = json!({"a": "1"});
+    record_update(Some(&live), &mut next, "ctrl", "Update", None, T1, &shape);
+    assert_eq!(
+        entry(&next, "ctrl")["fieldsV1"],
+        json!({"f:metadata": {
+            "f:finalizers": {".": {}, "v:\"example.com/f\"": {}},
+            "f:annotations": {".": {}, "f:a": {}}
+        }})
+    );
+    // the creator keeps data, untouched
+    assert_eq!(
+        entry(&next, "creator")["fieldsV1"],
+        json!({"f:data": {".": {}, "f:k": {}}})
+    );
+}
+
+#[test]
+fn atomic_maps_are_replaced_and_owned_whole() {
+    let shape = deploy_shape();
+    let live = apply(
+        None,
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "1", "b": "2"}}}}),
+        &opts("m", false, T0),
+        &shape,
+    )
+    .unwrap();
+    assert_eq!(
+        entry(&live, "m")["fieldsV1"],
+        json!({"f:spec": {"f:selector": {}}})
+    );
+    let out = apply(
+        Some(&live),
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"c": "3"}}}}),
+        &opts("m", false, T1),
+        &shape,
+    )
+    .unwrap();
+    assert_eq!(out["spec"]["selector"], json!({"matchLabels": {"c": "3"}}));
+}
+
+#[test]
+fn applying_managed_fields_is_rejected() {
+    let mut applied = deployment(1, json!({}));
+    applied["metadata"]["managedFields"] = json!([]);
+    let err = apply(None, &applied, &opts("m", false, T0), &deploy_shape()).unwrap_err();
+    assert_eq!(
+        (err.code(), err.to_string().as_str()),
+        (400, "metadata.managedFields must be nil")
+    );
+}
+
+#[test]
+fn ignored_top_level_fields_are_owned_by_nobody() {
+    let shape = pod_shape();
+    // a create whose status the server filled in (qosClass) is not owned by the creator
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"qosClass": "BestEffort"}});
+    record_update_ignoring(
+        None,
+        &mut created,
+        "kubectl-run",
+        "Update",
+        None,
+        T0,
+        &shape,
+        &["status"],
+    );
+    assert_eq!(
+        entry(&created, "kubectl-run")["fieldsV1"],
+        json!({"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {}, "f:image": {}}}}})
+    );
+    // the kubelet's status write owns status, and a later main-resource write keeps it owned
+    let mut running = created.clone();
+    running["status"]["phase"] = json!("Running");
+    record_update(
+        Some(&created),
+        &mut running,
+        "kubelet",
+        "Update",
+        Some("status"),
+        T1,
+        &shape,
+    );
+    let mut relabeled = running.clone();
+    relabeled["metadata"]["labels"] = json!({"a": "1"});
+    relabeled["status"] = json!({});
+    record_update_ignoring(
+        Some(&running),
+        &mut relabeled,
+        "kubectl-label",
+        "Update",
+        None,
+        T2,
+        &shape,
+        &["status"],
+    );
+    assert_eq!(
+        entry(&relabeled, "kubelet")["fieldsV1"],
+        json!({"f:status": {"f:phase": {}}})
+    );
+}
+
+#[test]
+fn atomic_list_elements_are_owned_without_their_fields() {
+    let shape = pod_shape();
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "imagePullSecrets": [{"name": "regcred"}]}});
+    record_update(
+        None,
+        &mut created,
+        "kubectl-run",
+        "Update",
+        None,
+        T0,
+        &shape,
+    );
+    assert_eq!(
+        entry(&created, "kubectl-run")["fieldsV1"]["f:spec"]["f:imagePullSecrets"],
+        json!({".": {}, "k:{\"name\":\"regcred\"}": {}})
+    );
 }

@@ -1,0 +1,151 @@
+//! kubectl 1.32 against devcluster: apply of the reference CRDs and the example manifests, get
+//! with printer columns, get -w, create (protobuf bodies), delete. Skipped with a note when
+//! kubectl is not on PATH.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{spec_dir, start};
+
+fn kubectl_available() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs kubectl on a blocking thread; returns success and stdout+stderr.
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let kubeconfig = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig)
+            .args(&args)
+            .output()
+            .expect("run kubectl");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    })
+    .await
+    .unwrap()
+}
+
+/// Whether the manifest's name or namespace is a `${PLACEHOLDER}` (a template, not a manifest).
+fn has_placeholder_name(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        (l.starts_with("name:") || l.starts_with("namespace:")) && l.contains("${")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_get_watch_delete() {
+    if !kubectl_available() {
+        eprintln!("kubectl not on PATH: skipping kubectl_apply_get_watch_delete");
+        return;
+    }
+    let dc = start().await;
+    let kc = dc.kubeconfig_path().to_path_buf();
+    let spec = spec_dir();
+    let crds = spec.join("reference-crds").display().to_string();
+    let (ok, out) = kubectl(&kc, &["apply", "-f", &crds]).await;
+    assert!(ok, "{out}");
+    // `kubectl create namespace` sends a protobuf body.
+    for ns in [
+        "sandbox-test",
+        "hermes-demo",
+        "hpa-test",
+        "sandbox-agent-demo",
+    ] {
+        let (ok, out) = kubectl(&kc, &["create", "namespace", ns]).await;
+        assert!(ok && out.contains("created"), "{out}");
+    }
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(spec.join("examples"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    examples.sort();
+    let mut applied = 0;
+    for (i, ex) in examples.iter().enumerate() {
+        let text = std::fs::read_to_string(ex).unwrap();
+        if has_placeholder_name(&text) {
+            continue;
+        }
+        let file = ex.display().to_string();
+        let mut args = vec!["apply", "-f", &file];
+        // Several examples reuse names: each one without a namespace gets its own.
+        let ns = format!("ex-{i}");
+        if !text.contains("\n  namespace:") {
+            let (ok, out) = kubectl(&kc, &["create", "namespace", &ns]).await;
+            assert!(ok, "{out}");
+            args.extend(["-n", &ns]);
+        }
+        let (ok, out) = kubectl(&kc, &args).await;
+        assert!(ok, "kubectl apply -f {file}: {out}");
+        applied += 1;
+    }
+    assert!(applied > 20, "applied {applied} examples");
+
+    let hello = examples
+        .iter()
+        .position(|p| p.ends_with("hello-world-sandbox__hello-world.yaml"))
+        .expect("hello-world example");
+    let hello_ns = format!("ex-{hello}");
+    let (ok, out) = kubectl(&kc, &["get", "sandboxes", "-n", &hello_ns]).await;
+    assert!(ok, "{out}");
+    let header = out.lines().next().unwrap_or("");
+    for col in ["NAME", "READY", "REASON", "AGE"] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(out.contains("hello-world"), "{out}");
+    let (ok, out) = kubectl(&kc, &["get", "swp", "-A"]).await;
+    assert!(ok && out.contains("DESIRED"), "{out}");
+
+    // get -w sees a change made while it watches.
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", &kc)
+        .args(["get", "configmaps", "-w", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("watched-later") {
+                return true;
+            }
+            if Instant::now() > deadline {
+                break;
+            }
+        }
+        false
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (ok, out) = kubectl(
+        &kc,
+        &["create", "configmap", "watched-later", "--from-literal=a=b"],
+    )
+    .await;
+    assert!(ok, "{out}");
+    let seen = tokio::task::spawn_blocking(move || reader.join().unwrap_or(false))
+        .await
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen, "kubectl get -w printed the new configmap");
+
+    let (ok, out) = kubectl(&kc, &["delete", "sandbox", "hello-world", "-n", &hello_ns]).await;
+    assert!(ok && out.contains("deleted"), "{out}");
+    let (ok, out) = kubectl(&kc, &["get", "sandbox", "hello-world", "-n", &hello_ns]).await;
+    assert!(!ok && out.contains("NotFound"), "{out}");
+}
