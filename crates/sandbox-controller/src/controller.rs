@@ -182,6 +182,21 @@ impl SandboxController {
             recorder,
         ));
 
+        // Forget per-Sandbox memory of deleted Sandboxes once a minute.
+        let janitor = {
+            let ctx = ctx.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => ctx.prune_departed(),
+                    }
+                }
+            })
+        };
+
         let mut config = controller::Config::default().concurrency(options.workers);
         config = config.debounce(std::time::Duration::from_millis(0));
         Controller::for_stream(sandbox_stream, stores.sandboxes.clone())
@@ -200,6 +215,7 @@ impl SandboxController {
                 }
             })
             .await;
+        janitor.abort();
         Ok(())
     }
 }
