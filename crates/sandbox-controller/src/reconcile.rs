@@ -40,7 +40,7 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
         "ReconcileSandbox",
         sandbox.name = %sandbox.name_any(),
         sandbox.namespace = %sandbox.namespace().unwrap_or_default(),
-        created_by = field::Empty,
+        "agents.x-k8s.io/created-by" = field::Empty,
     );
     crate::tracing_context::attach_parent(&span, &sandbox);
     let result = reconcile_sandbox(&sandbox, &ctx).instrument(span).await;
