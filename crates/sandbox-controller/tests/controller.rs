@@ -22,11 +22,15 @@ struct Running {
 }
 
 fn start_controller(api: &FakeApi) -> Running {
+    start_controller_with_events(api, true)
+}
+
+fn start_controller_with_events(api: &FakeApi, events: bool) -> Running {
     let mut registry = Registry::default();
     let options = ControllerOptions {
         settings: Settings {
             cluster_domain: "cluster.local".into(),
-            events: true,
+            events,
         },
         workers: 8,
         ..Default::default()
@@ -707,4 +711,27 @@ async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
     .await;
     assert!(fresh["metadata"]["deletionTimestamp"].is_null());
     ctl.stop().await;
+}
+
+#[tokio::test]
+async fn events_are_published_unless_disabled() {
+    for events in [true, false] {
+        let api = FakeApi::new();
+        let ctl = start_controller_with_events(&api, events);
+        api.apply("sandboxes", sandbox("ev", json!({})));
+        wait_for("pod", || api.get("pods", NS, "ev")).await;
+        wait_for("annotation", || {
+            api.get("sandboxes", NS, "ev")
+                .filter(|s| s["metadata"]["annotations"].is_object())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let published = api.event_writes();
+        if events {
+            assert!(published >= 1, "a PodCreated event");
+        } else {
+            assert_eq!(published, 0, "--disable-sandbox-events publishes nothing");
+        }
+        ctl.stop().await;
+    }
 }

@@ -214,6 +214,17 @@ impl FakeApi {
             .collect()
     }
 
+    /// Number of writes to Events.
+    pub fn event_writes(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .writes
+            .iter()
+            .filter(|w| w.path.contains("/events"))
+            .count()
+    }
+
     pub fn get(&self, collection: &str, ns: &str, name: &str) -> Option<Value> {
         self.state
             .lock()
