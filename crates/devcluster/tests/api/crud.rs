@@ -69,6 +69,18 @@ async fn errors_are_status_objects_with_real_reasons() {
         .unwrap_err();
     assert_eq!(status_code(&bad), 422);
 
+    let mut bad_label = configmap("labelled", "1");
+    bad_label.metadata.labels = Some([("app".to_string(), "not valid!".to_string())].into());
+    let e = api
+        .create(&PostParams::default(), &bad_label)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(s.message.contains("metadata.labels"), "{}", s.message);
+
     let elsewhere: Api<ConfigMap> = Api::namespaced(dc.client(), "no-such-ns");
     let e = elsewhere
         .create(&PostParams::default(), &configmap("a", "1"))
@@ -341,7 +353,12 @@ async fn pods_become_running_on_simulated_nodes() {
     .await;
     let st = running.status.unwrap();
     assert!(st.pod_ip.unwrap().starts_with("127."));
-    assert!(running.spec.unwrap().node_name.is_some());
+    let node = running.spec.unwrap().node_name.expect("bound to a node");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(dc.client());
+    assert!(
+        nodes.get(&node).await.is_ok(),
+        "the simulated node {node} is a Node object"
+    );
     api.delete("p", &DeleteParams::default()).await.unwrap();
     eventually("pod deleted", || async {
         matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
@@ -413,4 +430,60 @@ async fn starts_and_answers_within_a_second() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn immutable_configmaps_keep_their_data() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut cm = configmap("frozen", "1");
+    cm.immutable = Some(true);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let change = json!({"data": {"k": "2"}});
+    let e = api
+        .patch("frozen", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let relabel = json!({"metadata": {"labels": {"still": "ok"}}});
+    assert!(
+        api.patch("frozen", &PatchParams::default(), &Patch::Merge(&relabel))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn pod_deletion_honours_the_grace_period_and_the_node_finishes_it() {
+    let dc = devcluster::DevCluster::start(devcluster::Config {
+        nodes: devcluster::nodes::NodeConfig {
+            termination_delay: std::time::Duration::from_millis(800),
+            ..Default::default()
+        },
+        ..devcluster::Config::ephemeral()
+    })
+    .await
+    .unwrap();
+    let api: Api<Pod> = Api::default_namespaced(dc.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("pod scheduled", || async {
+        api.get("p").await.ok()?.spec?.node_name.map(|_| ())
+    })
+    .await;
+    api.delete("p", &DeleteParams::default()).await.unwrap();
+    let terminating = api
+        .get("p")
+        .await
+        .expect("still there while its grace period runs");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    eventually("pod deleted by the node", || async {
+        matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
+    })
+    .await;
 }
