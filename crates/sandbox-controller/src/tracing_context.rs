@@ -1,0 +1,127 @@
+//! Trace propagation: a Sandbox carrying the `opentelemetry.io/trace-context` annotation (a JSON
+//! object of W3C headers, written by the client or the claim controller) continues that trace.
+//! The controller never writes the annotation itself (that would cost a Sandbox write per
+//! creation).
+
+use std::collections::HashMap;
+
+use api_types::Sandbox;
+use kube::ResourceExt;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::desired::pod::normalize_created_by;
+use crate::keys::{CREATED_BY_LABEL, TRACE_CONTEXT_ANNOTATION};
+
+/// The W3C headers stored on the object, if the annotation is a JSON string map.
+pub fn carrier(sandbox: &Sandbox) -> Option<HashMap<String, String>> {
+    let raw = sandbox.annotations().get(TRACE_CONTEXT_ANNOTATION)?;
+    if raw.is_empty() {
+        return None;
+    }
+    match serde_json::from_str(raw) {
+        Ok(map) => Some(map),
+        Err(err) => {
+            tracing::debug!(error = %err, "ignoring malformed trace-context annotation");
+            None
+        }
+    }
+}
+
+/// Makes `span` a child of the Sandbox's stored trace context, and records the normalized
+/// `created-by` label on it.
+pub fn attach_parent(span: &tracing::Span, sandbox: &Sandbox) {
+    if let Some(v) = sandbox.labels().get(CREATED_BY_LABEL) {
+        span.record(CREATED_BY_LABEL, normalize_created_by(v));
+    }
+    let Some(carrier) = carrier(sandbox) else {
+        return;
+    };
+    let cx = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+    // Fails only when no OpenTelemetry layer is installed: tracing export is off.
+    let _ = span.set_parent(cx);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api_types::SandboxSpec;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    /// Collects every value recorded on spans after their creation.
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<(String, String)>>>);
+
+    impl Visit for Recorded {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), value.to_string()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
+        fn on_record(
+            &self,
+            _: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: Context<'_, S>,
+        ) {
+            values.record(&mut self.clone());
+        }
+    }
+
+    #[test]
+    fn created_by_is_recorded_normalized_on_the_reconcile_span() {
+        let recorded = Recorded::default();
+        let subscriber = tracing_subscriber::registry().with(recorded.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let mut sb = Sandbox::new("sb", SandboxSpec::default());
+            sb.metadata.labels =
+                Some([(CREATED_BY_LABEL.to_string(), "invalid-value".to_string())].into());
+            let span = tracing::info_span!(
+                "ReconcileSandbox",
+                "agents.x-k8s.io/created-by" = tracing::field::Empty
+            );
+            attach_parent(&span, &sb);
+        });
+        assert_eq!(
+            recorded.0.lock().unwrap().as_slice(),
+            [(CREATED_BY_LABEL.to_string(), "unknown".to_string())]
+        );
+    }
+
+    #[test]
+    fn carrier_is_read_from_the_annotation_and_garbage_ignored() {
+        let mut sb = Sandbox::new("sb", SandboxSpec::default());
+        assert_eq!(carrier(&sb), None);
+        sb.metadata.annotations = Some(
+            [(
+                TRACE_CONTEXT_ANNOTATION.to_string(),
+                r#"{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}"#
+                    .to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            carrier(&sb).unwrap()["traceparent"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        );
+        sb.metadata.annotations = Some(
+            [(
+                TRACE_CONTEXT_ANNOTATION.to_string(),
+                "spoofed-trace".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(carrier(&sb), None);
+    }
+}
