@@ -1,1 +1,3 @@
+//! `extensions-controller`: the agent-sandbox extensions controller binary.
+
 fn main() {}
