@@ -13,4 +13,5 @@ pub mod injection;
 pub mod lifecycle;
 pub mod metadata;
 pub mod pod_metadata;
+pub mod reconcile;
 pub mod status;

@@ -14,6 +14,9 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use controller_common::{ControllerMetrics, ReconcileResult};
+use k8s_openapi::api::networking::v1::NetworkPolicySpec;
+
 use crate::metrics::ClaimMetrics;
 use crate::warm_pool::in_flight::InFlight;
 use crate::warm_pool::refill::{RefillLimiter, ReplenishHold};
@@ -253,9 +256,79 @@ pub struct Context {
     pub recorder: Option<Recorder>,
     /// Recorder for claim events (`None` with `--disable-claim-events`).
     pub claim_recorder: Option<Recorder>,
+    /// controller-runtime style reconcile metrics.
+    pub reconcile_metrics: Option<ControllerMetrics>,
+    /// NetworkPolicy `namespace/name` → (resourceVersion we wrote, the spec we asked for), so a
+    /// server-defaulted field does not make us rewrite the policy forever.
+    pub policy_writes: Mutex<HashMap<String, (String, NetworkPolicySpec)>>,
+    /// Consecutive failures per object key, for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
 }
 
+/// Longest error backoff.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
+const BASE_BACKOFF: Duration = Duration::from_millis(200);
+
 impl Context {
+    pub fn new(
+        client: Client,
+        stores: Stores,
+        pool: PoolState,
+        claim: ClaimState,
+        recorder: Option<Recorder>,
+        claim_recorder: Option<Recorder>,
+        reconcile_metrics: Option<ControllerMetrics>,
+    ) -> Self {
+        Context {
+            client,
+            stores,
+            pool,
+            claim,
+            recorder,
+            claim_recorder,
+            reconcile_metrics,
+            policy_writes: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The next retry delay for `key` after a failure (exponential, capped).
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        BASE_BACKOFF
+            .saturating_mul(2u32.saturating_pow((*n - 1).min(12)))
+            .min(MAX_BACKOFF)
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Records one reconcile in the controller-runtime style metrics.
+    pub fn observe(
+        &self,
+        controller: &str,
+        started: Instant,
+        result: &Result<kube::runtime::controller::Action, crate::Error>,
+    ) {
+        let Some(metrics) = &self.reconcile_metrics else {
+            return;
+        };
+        let outcome = match result {
+            Err(_) => ReconcileResult::Error,
+            Ok(action) if *action == kube::runtime::controller::Action::await_change() => {
+                ReconcileResult::Success
+            }
+            Ok(_) => ReconcileResult::RequeueAfter,
+        };
+        metrics.observe_reconcile(controller, outcome, started.elapsed());
+    }
+
     /// Publishes an Event; failures are logged, never fatal.
     pub async fn event<K: Resource<DynamicType = ()>>(
         recorder: Option<&Recorder>,

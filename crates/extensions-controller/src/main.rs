@@ -1,3 +1,10 @@
 //! `extensions-controller`: the agent-sandbox extensions controller binary.
 
-fn main() {}
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = extensions_controller::args::Args::parse();
+    extensions_controller::run(args).await?;
+    Ok(())
+}

@@ -7,3 +7,4 @@ pub mod network_policy;
 pub mod secure_defaults;
 
 pub use secure_defaults::apply_secure_defaults;
+pub mod reconcile;

@@ -13,4 +13,5 @@ pub mod blueprint;
 pub mod in_flight;
 pub mod plan;
 
+pub mod reconcile;
 pub mod refill;
