@@ -815,7 +815,14 @@ impl<'a> Pass<'a> {
         if annotations.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION) {
             return Ok(());
         }
-        let first_time = !is_ready(old) && self.ctx.claim.mark_recorded(&self.uid);
+        // Once per claim and process: a later pass may still read a cached claim without the
+        // annotation we wrote.
+        if !self.ctx.claim.mark_recorded(&self.uid) {
+            return Ok(());
+        }
+        // Ready was persisted before this process saw the transition (e.g. across a restart):
+        // the latency is unknown; record nothing and mark it so.
+        let first_time = !is_ready(old);
         if first_time {
             self.record_latencies(&annotations, sandbox, first_seen);
         }

@@ -324,7 +324,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         if decided.unschedulable > 0 {
             !flagged.insert(key.clone())
         } else {
-            !flagged.remove(&key)
+            flagged.remove(&key)
         }
     };
     if decided.unschedulable > 0 {
