@@ -55,6 +55,8 @@ pub const CONTROLLER_NAME: &str = "sandboxclaim";
 pub const NETWORK_GRACE: Duration = Duration::from_secs(2);
 /// Re-check interval while waiting for such members.
 pub const NETWORK_RECHECK: Duration = Duration::from_millis(500);
+/// Re-check delay after a status write lost to a newer version of the claim.
+pub const STALE_RECHECK: Duration = Duration::from_millis(100);
 /// How many candidates one pass tries before giving up on the warm path.
 pub const MAX_ADOPTION_ATTEMPTS: usize = 8;
 
@@ -127,6 +129,8 @@ struct Pass<'a> {
     uid: String,
     sandboxes: Api<Sandbox>,
     now: Timestamp,
+    /// Set when the status write hit a newer claim than the cached one.
+    stale: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Pass<'a> {
@@ -140,6 +144,7 @@ impl<'a> Pass<'a> {
             sandboxes: Api::namespaced(ctx.client.clone(), &namespace),
             namespace,
             now: Timestamp::now(),
+            stale: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -219,6 +224,9 @@ impl<'a> Pass<'a> {
                 .await?;
         }
 
+        if self.stale.load(std::sync::atomic::Ordering::Relaxed) {
+            retry = Some(STALE_RECHECK);
+        }
         if let Some(f) = &failure {
             let after = match f {
                 Failure::TemplateNotFound { .. } | Failure::WarmPoolNotFound { .. } => {
@@ -785,8 +793,12 @@ impl<'a> Pass<'a> {
             .await
         {
             Ok(_) => Ok(true),
-            // Stale view: the write that made it stale re-triggers this claim.
-            Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(false),
+            // Stale view (our own status writes do not re-trigger the claim): look again soon.
+            Err(e) if is_conflict(&e) => {
+                self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(Error::kube(
                 format!(
                     "patch status of SandboxClaim {}/{}",

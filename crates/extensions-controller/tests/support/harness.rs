@@ -208,22 +208,38 @@ impl ExtEnv {
         .await
     }
 
-    /// Waits until the claim's Ready condition has `reason`.
+    /// Waits until the claim's Ready condition has `reason`; on timeout, fails showing the
+    /// claim and the Sandboxes as last seen.
     pub async fn wait_claim_reason(&self, name: &str, reason: &str) -> SandboxClaim {
         let claims = self.api::<SandboxClaim>();
-        wait_for(
-            &format!("claim {name} Ready reason {reason}"),
-            DEADLINE,
-            || async {
-                claims
-                    .get_opt(name)
+        let start = std::time::Instant::now();
+        loop {
+            let claim = claims.get_opt(name).await.ok().flatten();
+            if let Some(c) = claim
+                .as_ref()
+                .filter(|c| claim_ready(c).is_some_and(|(_, r, _)| r == reason))
+            {
+                return c.clone();
+            }
+            if start.elapsed() > DEADLINE {
+                let sandboxes: Vec<_> = self
+                    .api::<Sandbox>()
+                    .list(&ListParams::default())
                     .await
-                    .ok()
-                    .flatten()
-                    .filter(|c| claim_ready(c).is_some_and(|(_, r, _)| r == reason))
-            },
-        )
-        .await
+                    .map(|l| {
+                        l.items
+                            .into_iter()
+                            .map(|s| (s.metadata.name, s.status))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                panic!(
+                    "timed out waiting for claim {name} Ready reason {reason}; claim status: {:?}; sandboxes: {sandboxes:?}",
+                    claim.map(|c| c.status)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
     /// Sandboxes controlled by the pool `pool` (its members).

@@ -1,0 +1,162 @@
+//! Claims that cannot be served warm, or at all: each gets the documented Ready condition and
+//! recovers when the cause is fixed.
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use api_types::Sandbox;
+use api_types::keys::{SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_TEMPLATE_REF_HASH_LABEL};
+use extensions_controller::Options;
+use harness::{ExtEnv, SETTLE, claim_ready};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_pool_then_missing_template_then_cold_start() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_claim("lonely", "nopool", json!({})).await;
+    let c = ext.wait_claim_reason("lonely", "WarmPoolNotFound").await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "SandboxWarmPool \"nopool\" not found"
+    );
+
+    ext.create_pool("nopool", "notemplate", 0).await;
+    let c = ext.wait_claim_reason("lonely", "TemplateNotFound").await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "SandboxTemplate \"notemplate\" not found"
+    );
+
+    ext.create_template("notemplate", json!({})).await;
+    // Empty pool (replicas 0): the claim cold-starts a Sandbox named after itself.
+    let c = ext.wait_claim_reason("lonely", "DependenciesReady").await;
+    assert_eq!(c.status.as_ref().unwrap().sandbox.name, "lonely");
+    let sb = ext.api::<Sandbox>().get("lonely").await.unwrap();
+    let labels = sb.metadata.labels.unwrap();
+    assert_eq!(labels[SANDBOX_LAUNCH_TYPE_LABEL], "cold");
+    assert_eq!(
+        labels[SANDBOX_TEMPLATE_REF_HASH_LABEL],
+        api_types::name_hash("notemplate")
+    );
+    let pod = sb.spec.blueprint.pod_template.spec;
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.dns_policy.as_deref(), Some("None"));
+    ext.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_errors_get_their_reasons_and_no_sandbox() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 0).await;
+
+    ext.create_claim(
+        "router",
+        "pool",
+        json!({"additionalPodMetadata": {"labels": {"app": "sandbox-router"}}}),
+    )
+    .await;
+    let c = ext.wait_claim_reason("router", "InvalidMetadata").await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "invalid additionalPodMetadata: failed to validate label \"app\": restricted system label value: \"app\"=\"sandbox-router\" is not allowed in AdditionalPodMetadata"
+    );
+    ext.create_claim(
+        "nodomain",
+        "pool",
+        json!({"additionalPodMetadata": {"labels": {"team": "a"}}}),
+    )
+    .await;
+    let c = ext.wait_claim_reason("nodomain", "InvalidMetadata").await;
+    assert!(
+        claim_ready(&c)
+            .unwrap()
+            .2
+            .contains("must have a domain prefix")
+    );
+
+    ext.create_claim("env", "pool", json!({"env": [{"name": "A", "value": "1"}]}))
+        .await;
+    let c = ext
+        .wait_claim_reason("env", "EnvVarsInjectionRejected")
+        .await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "environment variable injection rejected: environment variable injection is not allowed by the template policy"
+    );
+    ext.create_claim(
+        "vct",
+        "pool",
+        json!({"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}]}),
+    )
+    .await;
+    let c = ext
+        .wait_claim_reason("vct", "VolumeClaimTemplatesError")
+        .await;
+    assert!(
+        claim_ready(&c)
+            .unwrap()
+            .2
+            .contains("volume claim templates are disallowed by the template")
+    );
+
+    tokio::time::sleep(SETTLE).await;
+    let sandboxes = ext
+        .api::<Sandbox>()
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        sandboxes.items.is_empty(),
+        "no Sandbox for refused claims: {:?}",
+        sandboxes
+            .items
+            .iter()
+            .map(|s| s.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    ext.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_env_and_metadata_reach_the_cold_sandbox() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({"envVarsInjectionPolicy": "Overrides",
+        "podTemplate": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36", "env": [{"name": "EXISTING", "value": "t"}]}]}}}))
+        .await;
+    let pool = ext.create_pool("pool", "tmpl", 1).await;
+    ext.wait_pool_ready("pool", 1).await;
+    ext.create_claim(
+        "custom",
+        "pool",
+        json!({"env": [{"name": "EXISTING", "value": "c"}, {"name": "NEW", "value": "n"}],
+               "additionalPodMetadata": {"labels": {"sandbox.users.io/user": "u"}, "annotations": {"note": "x"}}}),
+    )
+    .await;
+    let c = ext.wait_claim_reason("custom", "DependenciesReady").await;
+    assert_eq!(
+        c.status.as_ref().unwrap().sandbox.name,
+        "custom",
+        "env forces a cold start"
+    );
+    let sb = ext.api::<Sandbox>().get("custom").await.unwrap();
+    let env: Vec<_> = sb.spec.blueprint.pod_template.spec.containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        env,
+        [("EXISTING".into(), "c".into()), ("NEW".into(), "n".into())]
+    );
+    let meta = sb.spec.blueprint.pod_template.metadata;
+    assert_eq!(meta.labels["sandbox.users.io/user"], "u");
+    assert_eq!(meta.annotations["note"], "x");
+    assert_eq!(
+        ext.pool_members(&pool).await.len(),
+        1,
+        "the warm member was left alone"
+    );
+    ext.stop().await;
+}
