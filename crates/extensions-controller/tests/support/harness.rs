@@ -191,21 +191,61 @@ impl ExtEnv {
             .expect("claim created")
     }
 
-    /// Waits until the pool reports `ready` ready replicas (and as many replicas).
+    /// Waits until the pool reports `ready` ready replicas (and as many replicas); on timeout,
+    /// fails showing the pool status and every Sandbox.
     pub async fn wait_pool_ready(&self, name: &str, ready: i32) -> SandboxWarmPool {
         let pools = self.api::<SandboxWarmPool>();
-        wait_for(
-            &format!("pool {name} with {ready} ready members"),
-            DEADLINE,
-            || async {
-                pools.get_opt(name).await.ok().flatten().filter(|p| {
-                    p.status
-                        .as_ref()
-                        .is_some_and(|s| s.ready_replicas == ready && s.replicas == ready)
-                })
-            },
-        )
-        .await
+        let start = std::time::Instant::now();
+        loop {
+            let pool = pools.get_opt(name).await.ok().flatten();
+            if let Some(p) = pool.as_ref().filter(|p| {
+                p.status
+                    .as_ref()
+                    .is_some_and(|s| s.ready_replicas == ready && s.replicas == ready)
+            }) {
+                return p.clone();
+            }
+            if start.elapsed() > DEADLINE {
+                panic!(
+                    "timed out waiting for pool {name} with {ready} ready members; pool: {:?}; sandboxes: {}",
+                    pool.map(|p| (p.spec, p.status)),
+                    self.describe_sandboxes().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// One line per Sandbox: name, owner, deletion, Ready status, pod IPs.
+    pub async fn describe_sandboxes(&self) -> String {
+        let list = self
+            .api::<Sandbox>()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        list.iter()
+            .map(|s| {
+                let owner = s
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| format!("{}/{}", o.kind, o.name))
+                    .collect::<Vec<_>>();
+                let ready = s
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.conditions.iter().find(|c| c.type_ == "Ready"))
+                    .map(|c| format!("{}:{}", c.status, c.reason));
+                format!(
+                    "\n  {:?} owner={owner:?} deleting={} ready={ready:?} ips={:?}",
+                    s.metadata.name,
+                    s.metadata.deletion_timestamp.is_some(),
+                    s.status.as_ref().map(|st| st.pod_ips.clone())
+                )
+            })
+            .collect()
     }
 
     /// Waits until the claim's Ready condition has `reason`; on timeout, fails showing the
