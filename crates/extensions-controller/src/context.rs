@@ -263,7 +263,13 @@ pub struct Context {
     pub policy_writes: Mutex<HashMap<String, (String, NetworkPolicySpec)>>,
     /// Consecutive failures per object key, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// True once every cache has its initial list: decisions on a partial cache would
+    /// over-create pool members or cold-start claims that are already bound.
+    synced: std::sync::atomic::AtomicBool,
 }
+
+/// How long a reconcile waits for the caches' initial lists before looking again.
+pub const SYNC_RECHECK: Duration = Duration::from_millis(100);
 
 /// Longest error backoff.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
@@ -289,7 +295,17 @@ impl Context {
             reconcile_metrics,
             policy_writes: Mutex::default(),
             failures: Mutex::default(),
+            synced: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    pub fn set_synced(&self) {
+        self.synced
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The next retry delay for `key` after a failure (exponential, capped).

@@ -441,8 +441,10 @@ impl ExtensionsController {
 
         let synced = {
             let stores = stores.clone();
+            let ctx = ctx.clone();
             async move {
                 if stores.wait_until_ready().await {
+                    ctx.set_synced();
                     on_synced();
                 }
             }

@@ -69,6 +69,9 @@ fn key_of(claim: &SandboxClaim) -> String {
 }
 
 pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.is_synced() {
+        return Ok(Action::requeue(crate::context::SYNC_RECHECK));
+    }
     let started = Instant::now();
     let span = tracing::info_span!(
         "ReconcileSandboxClaim",

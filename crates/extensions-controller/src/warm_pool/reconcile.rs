@@ -40,6 +40,9 @@ fn key_of(pool: &SandboxWarmPool) -> String {
 }
 
 pub async fn reconcile(pool: Arc<SandboxWarmPool>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.is_synced() {
+        return Ok(Action::requeue(crate::context::SYNC_RECHECK));
+    }
     let started = Instant::now();
     let span = tracing::info_span!("ReconcileSandboxWarmPool", pool = %key_of(&pool));
     let result = reconcile_inner(&pool, &ctx).instrument(span).await;
