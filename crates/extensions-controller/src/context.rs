@@ -106,7 +106,13 @@ pub struct PoolState {
     pub hold: ReplenishHold,
     /// Pools currently holding unschedulable members (for transition events).
     pub not_progressing: Mutex<HashSet<String>>,
+    /// Last status write per pool, to coalesce count-only status changes.
+    status_writes: Mutex<HashMap<String, Instant>>,
 }
+
+/// Shortest interval between two status writes of one pool that only change the counts
+/// (spec changes are reported at once).
+pub const POOL_STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl PoolState {
     pub fn new(settings: PoolSettings) -> Self {
@@ -115,14 +121,36 @@ impl PoolState {
             limiter: RefillLimiter::new(settings.max_refill_rate),
             hold: ReplenishHold::new(settings.replenish_delay),
             not_progressing: Mutex::default(),
+            status_writes: Mutex::default(),
             settings,
         }
+    }
+
+    /// How long a count-only status write of `key` must wait (zero: write now).
+    pub fn status_hold(&self, key: &str, now: Instant) -> Duration {
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|at| POOL_STATUS_MIN_INTERVAL.saturating_sub(now.saturating_duration_since(*at)))
+            .unwrap_or(Duration::ZERO)
+    }
+
+    pub fn status_written(&self, key: &str, now: Instant) {
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), now);
     }
 
     pub fn forget(&self, key: &str) {
         self.in_flight.forget(key);
         self.limiter.forget(key);
         self.hold.forget(key);
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         self.not_progressing
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -368,7 +368,19 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
     let mut status = decided.status.clone();
     status.selector = api_types::keys::warm_pool_selector(name);
     status.observed_generation = pool.metadata.generation.unwrap_or(0);
-    if pool.status.as_ref() != Some(&status) {
+    let current = pool.status.clone().unwrap_or_default();
+    let counts_only = current.observed_generation == status.observed_generation
+        && current.selector == status.selector;
+    let hold = if counts_only && current != status {
+        state.status_hold(&key, now)
+    } else {
+        Duration::ZERO
+    };
+    if !hold.is_zero() {
+        // Coalesce count-only changes: at most one such write per pool per interval.
+        requeue = min_requeue(requeue, hold);
+    } else if current != status {
+        state.status_written(&key, now);
         let pools = Api::<SandboxWarmPool>::namespaced(ctx.client.clone(), namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
