@@ -259,6 +259,31 @@ impl ClaimState {
             .insert(claim_uid.to_owned())
     }
 
+    /// Number of claims with in-memory state.
+    pub fn tracked(&self) -> usize {
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Drops the state of claims that no longer exist (their delete events are not always
+    /// seen: a claim without finalizers can vanish between two watch events).
+    pub fn prune(&self, live: impl Fn(&str) -> bool) {
+        self.bindings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| live(uid));
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| live(uid));
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid| live(uid));
+    }
+
     pub fn forget(&self, claim_uid: &str) {
         self.bindings
             .lock()

@@ -166,6 +166,18 @@ impl<'a> Pass<'a> {
             self.ctx.claim.forget(&self.uid);
             return Ok(Action::await_change());
         }
+        let claims_cached = self.ctx.stores.claims.len();
+        if self.ctx.claim.tracked() > 2 * claims_cached + 64 {
+            let live: std::collections::HashSet<String> = self
+                .ctx
+                .stores
+                .claims
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.uid.clone())
+                .collect();
+            self.ctx.claim.prune(|uid| live.contains(uid));
+        }
         let first_seen = self.ctx.claim.first_seen(&self.uid, self.now);
         let current = self.claim.status.clone().unwrap_or_default();
         let expire_at = expires_at(self.claim, &current);
@@ -345,7 +357,7 @@ impl<'a> Pass<'a> {
 
     /// A Sandbox in the cache whose controller is this claim.
     fn owned_in_cache(&self) -> Option<Arc<Sandbox>> {
-        self.ctx.stores.sandboxes.state().into_iter().find(|s| {
+        self.ctx.stores.sandboxes.find(|s| {
             s.metadata.namespace.as_deref() == Some(self.namespace.as_str())
                 && is_controlled_by(&s.metadata, &self.uid)
         })
@@ -375,18 +387,16 @@ impl<'a> Pass<'a> {
             ));
         };
         let template_name = pool.spec.sandbox_template_ref.name.clone();
-        let Some(template) = self.ctx.stores.template(&self.namespace, &template_name) else {
-            return Ok((
-                Binding::Failed(Failure::TemplateNotFound {
-                    template: template_name,
-                }),
-                None,
-            ));
-        };
+        // Warm members can be taken even while the template is missing (their pod metadata is
+        // kept); only a cold start needs the template.
+        let template = self.ctx.stores.template(&self.namespace, &template_name);
         let customized =
             !self.claim.spec.env.is_empty() || !self.claim.spec.volume_claim_templates.is_empty();
         if !customized {
-            match self.adopt(&pool, &template, &template_name).await? {
+            match self
+                .adopt(&pool, template.as_deref(), &template_name)
+                .await?
+            {
                 Adoption::Adopted(sb) => return Ok((Binding::Bound(sb), None)),
                 Adoption::Failed(f) => return Ok((Binding::Failed(f), None)),
                 Adoption::PendingNetwork if self.is_young() => {
@@ -395,6 +405,14 @@ impl<'a> Pass<'a> {
                 Adoption::PendingNetwork | Adoption::NoCandidate => {}
             }
         }
+        let Some(template) = template else {
+            return Ok((
+                Binding::Failed(Failure::TemplateNotFound {
+                    template: template_name,
+                }),
+                None,
+            ));
+        };
         Ok((
             self.create_cold(&template, &template_name, pool_name)
                 .await?,
@@ -552,14 +570,22 @@ impl<'a> Pass<'a> {
     async fn adopt(
         &self,
         pool: &SandboxWarmPool,
-        template: &SandboxTemplate,
+        template: Option<&SandboxTemplate>,
         template_name: &str,
     ) -> Result<Adoption, Error> {
         let claim_state = &self.ctx.claim;
         let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
-        let facts = recreate.then(|| crate::warm_pool::blueprint::TemplateFacts {
-            blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(&template.spec.blueprint),
-            template: Arc::new(template.clone()),
+        // Under Recreate a member must be vetted against the template; without it, take none.
+        if recreate && template.is_none() {
+            return Ok(Adoption::NoCandidate);
+        }
+        let facts = template.filter(|_| recreate).map(|template| {
+            crate::warm_pool::blueprint::TemplateFacts {
+                blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(
+                    &template.spec.blueprint,
+                ),
+                template: Arc::new(template.clone()),
+            }
         });
         let started = Instant::now();
         let skip = |sb: &Sandbox| {
@@ -578,7 +604,12 @@ impl<'a> Pass<'a> {
             name: pool.metadata.name.as_deref().unwrap_or_default(),
             uid: pool.metadata.uid.as_deref(),
         };
-        let ranking = rank(&self.ctx.stores.sandboxes.state(), &pool_ref, &skip);
+        let members = self
+            .ctx
+            .stores
+            .sandboxes
+            .state_filter(|s| super::candidate::is_member(s, &pool_ref));
+        let ranking = rank(&members, &pool_ref, &skip);
         let mut attempts = 0;
         for candidate in ranking.ordered {
             if attempts >= MAX_ADOPTION_ATTEMPTS {
@@ -599,7 +630,7 @@ impl<'a> Pass<'a> {
                 let patch = match adoption_patch(
                     &current,
                     self.claim,
-                    Some(template),
+                    template,
                     template_name,
                     self.domains(),
                 ) {

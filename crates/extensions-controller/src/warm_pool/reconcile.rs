@@ -156,20 +156,14 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
             template,
         });
     let pool_hash = name_hash(name);
-    let listed: Vec<Arc<Sandbox>> = ctx
-        .stores
-        .sandboxes
-        .state()
-        .into_iter()
-        .filter(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
-                    == Some(&pool_hash)
-        })
-        .collect();
+    let listed: Vec<Arc<Sandbox>> = ctx.stores.sandboxes.state_filter(|s| {
+        s.metadata.namespace.as_deref() == Some(namespace)
+            && s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+                == Some(&pool_hash)
+    });
     let now = Instant::now();
     let pending = state.in_flight.settle(
         &key,
