@@ -160,3 +160,81 @@ async fn allowed_env_and_metadata_reach_the_cold_sandbox() {
     );
     ext.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_deleted_under_a_live_pool() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 1).await;
+    ext.wait_pool_ready("pool", 1).await;
+    ext.api::<api_types::SandboxTemplate>()
+        .delete("tmpl", &Default::default())
+        .await
+        .unwrap();
+    e2e_tests::wait_for("template gone", e2e_tests::DEADLINE, || async {
+        ext.api::<api_types::SandboxTemplate>()
+            .get_opt("tmpl")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // The existing warm member is still served; the next claim cannot be (no template to
+    // cold-start from, and the pool cannot refill).
+    let first = ext.create_claim("first", "pool", json!({})).await;
+    let c = ext.wait_claim_reason("first", "DependenciesReady").await;
+    assert_ne!(
+        c.status.as_ref().unwrap().sandbox.name,
+        "first",
+        "warm member adopted"
+    );
+    ext.create_claim("second", "pool", json!({})).await;
+    let c = ext.wait_claim_reason("second", "TemplateNotFound").await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "SandboxTemplate \"tmpl\" not found"
+    );
+    assert!(first.metadata.uid.is_some());
+
+    // A claim cannot reach a pool in another namespace: refs are namespace-local.
+    let other: api_types::SandboxClaim = serde_json::from_value(json!({
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+        "metadata": {"name": "elsewhere"},
+        "spec": {"warmPoolRef": {"name": "pool"}},
+    }))
+    .unwrap();
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(ext.env.client.clone());
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap();
+    namespaces
+        .create(&Default::default(), &ns)
+        .await
+        .expect("namespace created");
+    let mut other = other;
+    other.metadata.namespace = Some("other".into());
+    let api: kube::Api<api_types::SandboxClaim> =
+        kube::Api::namespaced(ext.env.client.clone(), "other");
+    api.create(&Default::default(), &other)
+        .await
+        .expect("claim created");
+    let c = e2e_tests::wait_for(
+        "claim in another namespace reports its pool missing",
+        e2e_tests::DEADLINE,
+        || async {
+            api.get("elsewhere")
+                .await
+                .ok()
+                .filter(|c| claim_ready(c).is_some_and(|(_, r, _)| r == "WarmPoolNotFound"))
+        },
+    )
+    .await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "SandboxWarmPool \"pool\" not found"
+    );
+    ext.stop().await;
+}

@@ -11,6 +11,14 @@ use extensions_controller::Options;
 use harness::{ExtEnv, claim_ready};
 use serde_json::json;
 
+fn is_ready(sb: &Sandbox) -> bool {
+    sb.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     let ext = ExtEnv::start(Options::default()).await;
@@ -74,10 +82,13 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
         (members.len() == 2
             && members
                 .iter()
-                .all(|m| m.metadata.name.as_deref() != Some(sandbox_name.as_str())))
+                .all(|m| m.metadata.name.as_deref() != Some(sandbox_name.as_str()) && is_ready(m)))
         .then_some(())
     })
     .await;
+    ext.wait_pool_ready("pool", 2).await;
+    // Measurement window: let trailing writes (coalesced pool status, events) land.
+    tokio::time::sleep(harness::SETTLE).await;
     let all = ext.writes();
     let ours = ext.our_writes();
     eprintln!(
