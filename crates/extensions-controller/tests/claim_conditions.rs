@@ -238,3 +238,64 @@ async fn template_deleted_under_a_live_pool() {
     );
     ext.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_per_claim_network_policy_is_removed_foreign_one_kept() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use kube::api::{Patch, PatchParams};
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 0).await;
+    let owned = ext.create_claim("legacy", "pool", json!({})).await;
+    ext.wait_claim_reason("legacy", "DependenciesReady").await;
+    let policies = ext.api::<NetworkPolicy>();
+    let np = |name: &str, owner: Option<&api_types::SandboxClaim>| -> NetworkPolicy {
+        let mut value = json!({"metadata": {"name": name}, "spec": {"podSelector": {}}});
+        if let Some(c) = owner {
+            value["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+                "name": c.metadata.name, "uid": c.metadata.uid, "controller": true}]);
+        }
+        serde_json::from_value(value).unwrap()
+    };
+    policies
+        .create(
+            &Default::default(),
+            &np("legacy-network-policy", Some(&owned)),
+        )
+        .await
+        .unwrap();
+    policies
+        .create(&Default::default(), &np("user-network-policy", None))
+        .await
+        .unwrap();
+    ext.create_claim("user", "pool", json!({})).await;
+    // Any change to the claim makes the controller look again.
+    let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    for name in ["legacy", "user"] {
+        ext.api::<api_types::SandboxClaim>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
+    }
+    e2e_tests::wait_for("legacy policy deleted", e2e_tests::DEADLINE, || async {
+        policies
+            .get_opt("legacy-network-policy")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    ext.wait_claim_reason("user", "DependenciesReady").await;
+    assert!(
+        policies
+            .get_opt("user-network-policy")
+            .await
+            .unwrap()
+            .is_some(),
+        "a policy the claim does not own survives"
+    );
+    ext.stop().await;
+}

@@ -166,6 +166,7 @@ impl<'a> Pass<'a> {
             self.ctx.claim.forget(&self.uid);
             return Ok(Action::await_change());
         }
+        self.remove_legacy_network_policy().await;
         let claims_cached = self.ctx.stores.claims.len();
         if self.ctx.claim.tracked() > 2 * claims_cached + 64 {
             let live: std::collections::HashSet<String> = self
@@ -259,6 +260,47 @@ impl<'a> Pass<'a> {
             retry = Some(retry.map_or(left, |r| r.min(left)));
         }
         Ok(retry.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Older releases made one NetworkPolicy per claim (`<claim>-network-policy`, owned by the
+    /// claim); templates share one now. Ours is deleted; a same-named policy someone else owns
+    /// is left alone. Read from the cache, so a pass costs no request when there is none.
+    async fn remove_legacy_network_policy(&self) {
+        let name = format!("{}-network-policy", self.name);
+        let Some(np) = self
+            .ctx
+            .stores
+            .policies
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&self.namespace))
+        else {
+            return;
+        };
+        let owned = crate::ownership::controller_of(&np.metadata).is_some_and(|o| {
+            o.uid == self.uid && crate::ownership::refers_to_kind(o, crate::ownership::CLAIM_KIND)
+        });
+        if !owned {
+            return;
+        }
+        let api = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(
+            self.ctx.client.clone(),
+            &self.namespace,
+        );
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: np.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(policy = %format!("{}/{name}", self.namespace), "deleted legacy per-claim NetworkPolicy")
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, policy = %name, "cannot delete legacy per-claim NetworkPolicy")
+            }
+        }
     }
 
     async fn delete_expired_claim(&self) -> Result<Action, Error> {
