@@ -18,8 +18,6 @@ use harness::{ExtEnv, claim_ready};
 use kube::api::ListParams;
 use serde_json::json;
 
-const REPLICAS: usize = 4;
-
 /// Samples the pool's member count until `stop`, keeping the maximum.
 fn watch_pool_size(
     ext: &ExtEnv,
@@ -71,20 +69,16 @@ async fn assert_each_claim_has_its_own_sandbox(ext: &ExtEnv, names: &[String]) {
     }
 }
 
-async fn burst(restart_midway: bool) {
-    let mut ext = ExtEnv::start(Options {
-        claim_workers: 8,
-        ..Options::default()
-    })
-    .await;
+async fn burst(claims: usize, replicas: usize, restart_midway: bool) {
+    let mut ext = ExtEnv::start(Options::default()).await;
     ext.create_template("tmpl", json!({})).await;
-    let pool = ext.create_pool("pool", "tmpl", REPLICAS as i32).await;
-    ext.wait_pool_ready("pool", REPLICAS as i32).await;
+    let pool = ext.create_pool("pool", "tmpl", replicas as i32).await;
+    ext.wait_pool_ready("pool", replicas as i32).await;
     let stop = tokio_util::sync::CancellationToken::new();
     let (max_members, sampler) =
         watch_pool_size(&ext, pool.metadata.uid.clone().unwrap(), stop.clone());
 
-    let names: Vec<String> = (0..16).map(|i| format!("burst-{i}")).collect();
+    let names: Vec<String> = (0..claims).map(|i| format!("burst-{i}")).collect();
     let (first, second) = names.split_at(names.len() / 2);
     join_all(first.iter().map(|n| ext.create_claim(n, "pool", json!({})))).await;
     if restart_midway {
@@ -121,7 +115,7 @@ async fn burst(restart_midway: bool) {
     assert_each_claim_has_its_own_sandbox(&ext, &names).await;
 
     // The pool refills to exactly `replicas`; no Sandbox is left without a live owner.
-    let pool = ext.wait_pool_ready("pool", REPLICAS as i32).await;
+    let pool = ext.wait_pool_ready("pool", replicas as i32).await;
     wait_for("no leaked sandboxes", DEADLINE, || async {
         let all = ext
             .api::<Sandbox>()
@@ -133,26 +127,31 @@ async fn burst(restart_midway: bool) {
             .iter()
             .filter(|s| s.metadata.deletion_timestamp.is_none())
             .collect();
-        (live.len() == names.len() + REPLICAS).then_some(())
+        (live.len() == names.len() + replicas).then_some(())
     })
     .await;
-    assert_eq!(ext.pool_members(&pool).await.len(), REPLICAS);
+    assert_eq!(ext.pool_members(&pool).await.len(), replicas);
     stop.cancel();
     let _ = sampler.await;
     let max = max_members.load(Ordering::Relaxed);
     assert!(
-        max <= REPLICAS,
-        "the pool held {max} members at some point (replicas {REPLICAS})"
+        max <= replicas,
+        "the pool held {max} members at some point (replicas {replicas})"
     );
     ext.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_claims_race_for_four_members() {
-    burst(false).await;
+    burst(16, 4, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_claims_at_once_against_a_pool_of_ten() {
+    burst(100, 10, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_in_the_middle_of_a_burst_converges() {
-    burst(true).await;
+    burst(16, 4, true).await;
 }
