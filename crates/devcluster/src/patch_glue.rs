@@ -26,7 +26,17 @@ impl PatchKind {
                 Ok(PatchKind::Strategic)
             }
             "application/apply-patch+yaml" => Ok(PatchKind::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ if info.is_custom() => Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ])),
+            _ => Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ])),
         }
     }
 }
@@ -205,8 +215,23 @@ pub fn record_update(
     now: &str,
     info: &ResourceInfo,
 ) {
+    // Status is a reset field of main-resource writes when the kind has a status subresource.
+    let ignored: &[&str] = if subresource.is_none() && info.has_status {
+        &["status"]
+    } else {
+        &[]
+    };
     with_shape(info, |shape| {
-        patch::record_update(old, new, manager, "Update", subresource, now, shape)
+        patch::record_update_ignoring(
+            old,
+            new,
+            manager,
+            "Update",
+            subresource,
+            now,
+            shape,
+            ignored,
+        )
     });
 }
 

@@ -182,6 +182,21 @@ impl SandboxController {
             recorder,
         ));
 
+        // Forget per-Sandbox memory of deleted Sandboxes once a minute.
+        let janitor = {
+            let ctx = ctx.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => ctx.prune_departed(),
+                    }
+                }
+            })
+        };
+
         let mut config = controller::Config::default().concurrency(options.workers);
         config = config.debounce(std::time::Duration::from_millis(0));
         Controller::for_stream(sandbox_stream, stores.sandboxes.clone())
@@ -200,16 +215,81 @@ impl SandboxController {
                 }
             })
             .await;
+        janitor.abort();
         Ok(())
+    }
+}
+
+/// Waits for one store's initial list. kube's readiness signal wakes only the most recent waiter
+/// (the controller itself waits on the same store), so poll with a short timeout: each new poll
+/// sees the readiness once any waiter has observed it.
+async fn wait_store<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(res) => return res.is_ok(),
+            Err(_elapsed) => continue,
+        }
     }
 }
 
 /// Stores are synced when every reflector has completed its initial list.
 impl Stores {
     pub async fn wait_until_ready(&self) -> bool {
-        self.sandboxes.wait_until_ready().await.is_ok()
-            && self.pods.wait_until_ready().await.is_ok()
-            && self.services.wait_until_ready().await.is_ok()
-            && self.pvcs.wait_until_ready().await.is_ok()
+        wait_store(&self.sandboxes).await
+            && wait_store(&self.pods).await
+            && wait_store(&self.services).await
+            && wait_store(&self.pvcs).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api_types::{SandboxSpec, SandboxStatus};
+
+    #[test]
+    fn status_only_changes_do_not_trigger_but_spec_and_metadata_do() {
+        let mut sb = Sandbox::new("sb", SandboxSpec::default());
+        sb.metadata.generation = Some(1);
+        let base = sandbox_trigger(&sb);
+        let mut status_only = sb.clone();
+        status_only.status = Some(SandboxStatus {
+            node_name: "node-1".into(),
+            ..Default::default()
+        });
+        status_only.metadata.resource_version = Some("42".into());
+        assert_eq!(sandbox_trigger(&status_only), base);
+        let mut spec = sb.clone();
+        spec.metadata.generation = Some(2);
+        assert_ne!(sandbox_trigger(&spec), base);
+        let mut annotated = sb.clone();
+        annotated.metadata.annotations = Some([("k".to_string(), "v".to_string())].into());
+        assert_ne!(sandbox_trigger(&annotated), base);
+    }
+
+    #[test]
+    fn cached_pods_keep_metadata_status_and_node_only() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+            "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "podIP": "127.0.0.1"}
+        }))
+        .unwrap();
+        slim_pod(&mut pod);
+        assert_eq!(pod.metadata.managed_fields, None);
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()["a"], "b");
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-7"));
+        assert!(spec.containers.is_empty());
+        assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
     }
 }

@@ -36,6 +36,10 @@ pub async fn run(args: args::Args) -> Result<(), Error> {
 
 /// [`run`] on an already set-up runtime (tests build one around their own client).
 pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
+    let ignored = args.reference.ignored();
+    if !ignored.is_empty() {
+        tracing::warn!(flags = ?ignored, "ignoring the reference's conversion-webhook flags: only v1beta1 is served");
+    }
     let options = ControllerOptions {
         settings: Settings {
             cluster_domain: args.common.cluster_domain.clone(),
@@ -51,7 +55,10 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
     let stores = controller.stores();
     tokio::spawn(async move {
         if stores.wait_until_ready().await {
+            tracing::info!("caches synced");
             gate.set_ready();
+        } else {
+            tracing::warn!("caches stopped before syncing");
         }
     });
     runtime
