@@ -24,9 +24,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::claim;
-use crate::context::{
-    ClaimSettings, ClaimState, Context, FIELD_MANAGER, PoolSettings, PoolState, Stores,
-};
+use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
 use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
 use crate::{template, warm_pool};
@@ -344,11 +342,14 @@ impl ExtensionsController {
             stores.clone(),
             PoolState::new(options.pool.clone()),
             ClaimState::new(options.claim.clone(), metrics, Some(wake_tx)),
-            Some(recorder(FIELD_MANAGER)),
-            options
-                .claim
-                .events
-                .then(|| recorder("sandboxclaim-controller")),
+            [
+                Some(recorder("sandboxwarmpool-controller")),
+                Some(recorder("sandboxtemplate-controller")),
+                options
+                    .claim
+                    .events
+                    .then(|| recorder("sandboxclaim-controller")),
+            ],
             reconcile_metrics.clone(),
         ));
         if let Some(m) = &reconcile_metrics {
