@@ -443,10 +443,16 @@ impl ExtensionsController {
         let synced = {
             let stores = stores.clone();
             let ctx = ctx.clone();
+            let stop = shutdown.clone();
             async move {
-                if stores.wait_until_ready().await {
-                    ctx.set_synced();
-                    on_synced();
+                tokio::select! {
+                    ready = stores.wait_until_ready() => {
+                        if ready {
+                            ctx.set_synced();
+                            on_synced();
+                        }
+                    }
+                    _ = stop.cancelled() => {}
                 }
             }
         };
@@ -460,13 +466,11 @@ impl ExtensionsController {
                 pod_driver
             );
         };
-        let stop = shutdown.clone();
+        // On shutdown the controllers finish their in-flight reconciles and end; the reflector
+        // drivers are dropped with them.
         tokio::select! {
             _ = async { tokio::join!(template_controller, pool_controller, claim_controller, synced) } => {}
             _ = drivers => {}
-            _ = stop.cancelled() => {
-                // Let the controllers finish their in-flight reconciles.
-            }
         }
     }
 }
