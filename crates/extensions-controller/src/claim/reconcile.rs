@@ -55,6 +55,8 @@ pub const CONTROLLER_NAME: &str = "sandboxclaim";
 pub const NETWORK_GRACE: Duration = Duration::from_secs(2);
 /// Re-check interval while waiting for such members.
 pub const NETWORK_RECHECK: Duration = Duration::from_millis(500);
+/// Re-check delay after a `ReconcilerError`.
+pub const RECONCILER_ERROR_RECHECK: Duration = Duration::from_secs(5);
 /// Re-check delay after a status write lost to a newer version of the claim.
 pub const STALE_RECHECK: Duration = Duration::from_millis(100);
 /// How many candidates one pass tries before giving up on the warm path.
@@ -259,6 +261,9 @@ impl<'a> Pass<'a> {
                 }
                 Failure::CreatePending => Some(Duration::from_millis(200)),
                 Failure::AdoptionConflict(_) => Some(Duration::from_millis(100)),
+                // Transient API failures, or a condition fixed elsewhere (a foreign Sandbox with
+                // the claim's name deleted): look again without hammering the API.
+                Failure::Reconciler(_) => Some(RECONCILER_ERROR_RECHECK),
                 _ => None,
             };
             retry = retry.or(after);
