@@ -104,7 +104,33 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
             Err(e) => tracing::debug!(error = %e, "ignoring a malformed trace-context annotation"),
         }
     }
-    let result = Pass::new(&claim, &ctx).run().instrument(span).await;
+    // A claim without a trace context (client without tracing) still gets one trace across
+    // both controllers when this process exports traces: the Sandbox carries this pass's
+    // context, and the claim is stamped with the Sandbox's at first Ready.
+    let lacks_trace = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| !a.contains_key(TRACE_CONTEXT_ANNOTATION));
+    let injected = lacks_trace
+        .then(|| span.in_scope(controller_common::telemetry::current_context_json))
+        .flatten();
+    let view = match &injected {
+        Some(trace) => {
+            let mut with_trace = (*claim).clone();
+            with_trace
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
+            Arc::new(with_trace)
+        }
+        None => claim.clone(),
+    };
+    let result = Pass::new(&view, &ctx, lacks_trace)
+        .run()
+        .instrument(span)
+        .await;
     ctx.observe(CONTROLLER_NAME, started, &result);
     if result.is_ok() {
         ctx.succeeded(&key_of(&claim));
@@ -138,13 +164,16 @@ struct Pass<'a> {
     stale: std::sync::atomic::AtomicBool,
     /// The resourceVersion the status write is guarded by.
     rv: std::sync::Mutex<Option<String>>,
+    /// The stored claim has no trace-context annotation (the view may carry an injected one).
+    lacks_trace: bool,
 }
 
 impl<'a> Pass<'a> {
-    fn new(claim: &'a SandboxClaim, ctx: &'a Context) -> Self {
+    fn new(claim: &'a SandboxClaim, ctx: &'a Context, lacks_trace: bool) -> Self {
         let namespace = claim.metadata.namespace.clone().unwrap_or_default();
         Pass {
             claim,
+            lacks_trace,
             ctx,
             name: claim.metadata.name.clone().unwrap_or_default(),
             uid: claim.metadata.uid.clone().unwrap_or_default(),
@@ -953,10 +982,12 @@ impl<'a> Pass<'a> {
                 rfc3339_nano(first_seen),
             );
         }
-        if !annotations.contains_key(TRACE_CONTEXT_ANNOTATION)
-            && let Some(trace) = controller_common::telemetry::current_context_json()
+        if self.lacks_trace
+            && let Some(trace) = sandbox
+                .and_then(|sb| sb.metadata.annotations.as_ref())
+                .and_then(|a| a.get(TRACE_CONTEXT_ANNOTATION))
         {
-            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace);
+            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
         }
         let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
         let patch = json!({"metadata": {"annotations": stamp}});
