@@ -254,20 +254,18 @@ pub async fn serve_admin(
 }
 
 async fn bind(server: &'static str, address: &BindAddress) -> Result<TcpListener, Error> {
-    let Some((host, port)) = address.to_bind_target() else {
-        return Err(Error::Bind {
-            server,
-            address: address.to_string(),
-            source: std::io::Error::other("address is disabled"),
-        });
-    };
-    TcpListener::bind((host.as_str(), port))
-        .await
-        .map_err(|source| Error::Bind {
-            server,
-            address: address.to_string(),
-            source,
-        })
+    let mut last_error = std::io::Error::other("address is disabled");
+    for (host, port) in address.bind_candidates() {
+        match TcpListener::bind((host.as_str(), port)).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = e,
+        }
+    }
+    Err(Error::Bind {
+        server,
+        address: address.to_string(),
+        source: last_error,
+    })
 }
 
 fn spawn_server(
@@ -470,6 +468,26 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("metrics"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn go_style_all_interfaces_address_accepts_ipv4_clients() {
+        let (registry, _) = registry_with_counter();
+        let token = CancellationToken::new();
+        let all: BindAddress = ":0".parse().unwrap();
+        let servers = serve_admin(
+            &all,
+            &BindAddress::Disabled,
+            registry,
+            Readiness::new(),
+            token.clone(),
+        )
+        .await
+        .unwrap();
+        let port = servers.metrics_addr.unwrap().port();
+        let resp = raw_get(([127, 0, 0, 1], port).into(), "/metrics").await;
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        token.cancel();
     }
 
     async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {

@@ -127,6 +127,27 @@ impl CommonArgs {
     }
 }
 
+impl CommonArgs {
+    /// The reference's non-fatal concurrency warnings for a binary running `total_workers`
+    /// reconcile workers in all: more than 1000 workers, or (with a client-side limit) more
+    /// workers than `--kube-api-burst`. Log each one at startup.
+    pub fn concurrency_warnings(&self, total_workers: u64) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if total_workers > 1000 {
+            warnings.push(format!(
+                "{total_workers} concurrent workers in total is more than 1000; the API server may be overloaded"
+            ));
+        }
+        if self.kube_api_qps > 0.0 && total_workers > u64::from(self.kube_api_burst) {
+            warnings.push(format!(
+                "{total_workers} concurrent workers exceed --kube-api-burst={}; workers will wait on the client-side rate limit (--kube-api-qps={})",
+                self.kube_api_burst, self.kube_api_qps
+            ));
+        }
+        warnings
+    }
+}
+
 /// Pure resolution order for the Lease namespace (see [`CommonArgs::leader_election_namespace`]).
 pub fn resolve_namespace(flag: Option<&str>, file: Option<&str>, env: Option<&str>) -> String {
     [flag, file, env]
@@ -242,9 +263,10 @@ fn parse_non_blank(s: &str) -> Result<String, String> {
 pub enum BindAddress {
     /// `0`: do not serve.
     Disabled,
-    /// Listen on `host:port`; an empty host (`:8080`) means all IPv4 interfaces (`0.0.0.0`).
+    /// Listen on `host:port`; an empty host (`:8080`) means all interfaces: `[::]` (which
+    /// also accepts IPv4 on Linux), or `0.0.0.0` where IPv6 is unavailable.
     Listen {
-        /// Host name or IP address (IPv6 without brackets).
+        /// Host name or IP address (IPv6 without brackets); empty for all interfaces.
         host: String,
         /// TCP port; 0 picks a free port.
         port: u16,
@@ -252,11 +274,15 @@ pub enum BindAddress {
 }
 
 impl BindAddress {
-    /// `host:port` suitable for [`tokio::net::TcpListener::bind`], or `None` when disabled.
-    pub fn to_bind_target(&self) -> Option<(String, u16)> {
+    /// The `(host, port)` candidates to try in order with [`tokio::net::TcpListener::bind`]
+    /// (empty when disabled): all interfaces is `::` then `0.0.0.0`.
+    pub fn bind_candidates(&self) -> Vec<(String, u16)> {
         match self {
-            BindAddress::Disabled => None,
-            BindAddress::Listen { host, port } => Some((host.clone(), *port)),
+            BindAddress::Disabled => Vec::new(),
+            BindAddress::Listen { host, port } if host.is_empty() => {
+                vec![("::".to_owned(), *port), ("0.0.0.0".to_owned(), *port)]
+            }
+            BindAddress::Listen { host, port } => vec![(host.clone(), *port)],
         }
     }
 }
@@ -289,8 +315,6 @@ impl FromStr for BindAddress {
             return Err(format!(
                 "IPv6 addresses need brackets, e.g. [::1]:8080; got {s:?}"
             ));
-        } else if host.is_empty() {
-            "0.0.0.0".to_owned()
         } else {
             host.to_owned()
         };
@@ -302,6 +326,7 @@ impl fmt::Display for BindAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BindAddress::Disabled => f.write_str("0"),
+            BindAddress::Listen { host, port } if host.is_empty() => write!(f, ":{port}"),
             BindAddress::Listen { host, port } if host.contains(':') => {
                 write!(f, "[{host}]:{port}")
             }
@@ -383,7 +408,7 @@ mod tests {
     fn defaults_match_the_reference() {
         assert_eq!(
             parse_in_child(&[]),
-            "leader_elect=true ns=None metrics=0.0.0.0:8080 probes=0.0.0.0:8081 qps=-1 \
+            "leader_elect=true ns=None metrics=:8080 probes=:8081 qps=-1 \
              burst=10 domain=cluster.local kubeconfig=None format=Json filter=info"
         );
     }
@@ -409,17 +434,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.metrics_bind_address, BindAddress::Disabled);
-        assert_eq!(a.metrics_bind_address.to_bind_target(), None);
+        assert_eq!(a.metrics_bind_address.bind_candidates(), vec![]);
         assert_eq!(
-            a.health_probe_bind_address.to_bind_target(),
-            Some(("127.0.0.1".to_owned(), 9000))
+            a.health_probe_bind_address.bind_candidates(),
+            vec![("127.0.0.1".to_owned(), 9000)]
+        );
+        let all: BindAddress = ":8080".parse().unwrap();
+        assert_eq!(
+            all.bind_candidates(),
+            vec![("::".to_owned(), 8080), ("0.0.0.0".to_owned(), 8080)]
         );
         let v6: BindAddress = "[::1]:8443".parse().unwrap();
         assert_eq!(v6.to_string(), "[::1]:8443");
-        assert_eq!(
-            ":8080".parse::<BindAddress>().unwrap().to_string(),
-            "0.0.0.0:8080"
-        );
+        assert_eq!(":8080".parse::<BindAddress>().unwrap().to_string(), ":8080");
         for bad in ["8080", ":http", "::1:80", "[::1:80", "host:70000", "[zz]:1"] {
             assert!(
                 bad.parse::<BindAddress>().is_err(),
@@ -501,6 +528,22 @@ mod tests {
                 "help lacks env {env}:\n{help}"
             );
         }
+    }
+
+    #[test]
+    fn concurrency_warnings_follow_the_reference() {
+        let unlimited = parse(&["--kube-api-qps=-1", "--kube-api-burst=10"]).unwrap();
+        assert!(
+            unlimited.concurrency_warnings(152).is_empty(),
+            "no limit, no burst warning"
+        );
+        assert_eq!(unlimited.concurrency_warnings(1001).len(), 1);
+        let limited = parse(&["--kube-api-qps=50", "--kube-api-burst=100"]).unwrap();
+        assert!(limited.concurrency_warnings(100).is_empty());
+        let w = limited.concurrency_warnings(152);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("--kube-api-burst=100"), "{w:?}");
+        assert_eq!(limited.concurrency_warnings(2000).len(), 2);
     }
 
     #[test]

@@ -75,3 +75,89 @@ pub async fn build_client(args: &CommonArgs) -> Result<Client, Error> {
         RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst),
     )
 }
+
+/// An event recorder reporting as `controller` (e.g. `sandbox-controller`), with this pod's
+/// name (`POD_NAME`, else the host name) as the instance. Whether to record events at all is
+/// the binary's decision.
+pub fn event_recorder(client: Client, controller: &str) -> kube::runtime::events::Recorder {
+    let instance = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            hostname::get()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        });
+    kube::runtime::events::Recorder::new(
+        client,
+        kube::runtime::events::Reporter {
+            controller: controller.to_owned(),
+            instance,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::Fake;
+    use clap::Parser;
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    fn kubeconfig(server: &str, context: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\n    namespace: ops\nusers:\n- name: {context}\n  user:\n    token: test-token\n"
+        )
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_flag_with_a_path_list_is_merged_and_used() {
+        let fake = Fake::start().await;
+        let mut elector = fake.elector("a", crate::leader_election::LeaseTimings::default());
+        assert!(elector.try_acquire_or_renew().await.unwrap());
+
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("first.yaml");
+        let second = dir.path().join("second.yaml");
+        // The first file names the current context; later files only add entries.
+        std::fs::write(&first, kubeconfig(&format!("http://{}", fake.addr), "dev")).unwrap();
+        std::fs::write(&second, kubeconfig("http://127.0.0.1:9", "other")).unwrap();
+        let list = std::env::join_paths([&first, &second]).unwrap();
+        let args = Cli::try_parse_from([
+            std::ffi::OsString::from("test"),
+            std::ffi::OsString::from("--kubeconfig"),
+            list,
+        ])
+        .unwrap()
+        .common;
+
+        let client = build_client(&args).await.unwrap();
+        assert_eq!(client.default_namespace(), "ops");
+        let lease = kube::Api::<Lease>::default_namespaced(client)
+            .get("test-lease")
+            .await
+            .unwrap();
+        assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_names_the_file() {
+        let args = Cli::try_parse_from(["test", "--kubeconfig", "/nonexistent/kubeconfig.yaml"])
+            .unwrap()
+            .common;
+        let err = build_client(&args)
+            .await
+            .err()
+            .expect("missing file is an error");
+        assert!(
+            err.to_string().contains("/nonexistent/kubeconfig.yaml"),
+            "{err}"
+        );
+    }
+}

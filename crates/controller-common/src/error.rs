@@ -67,7 +67,7 @@ pub enum Error {
 impl Error {
     /// Process exit code for this error: always 1 (2 is reserved for flag errors, which clap
     /// reports itself; 0 is a clean shutdown, which is not an error).
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> u8 {
         1
     }
 }

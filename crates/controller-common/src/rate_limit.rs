@@ -304,4 +304,47 @@ mod tests {
         }
         assert_eq!(served.load(Ordering::SeqCst), 1000);
     }
+
+    /// The layer inside a real kube `Client` (which puts its service behind a buffer): only
+    /// `burst` API calls reach the server at once, the rest follow at `qps`.
+    #[tokio::test(start_paused = true)]
+    async fn kube_client_calls_are_paced() {
+        use k8s_openapi::api::coordination::v1::Lease;
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
+        let server = tower::service_fn(move |_req: http::Request<kube::client::Body>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async {
+                let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
+                Ok::<_, Infallible>(
+                    http::Response::builder()
+                        .status(404)
+                        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                        .unwrap(),
+                )
+            }
+        });
+        let client = kube::client::ClientBuilder::new(server, "default")
+            .with_layer(&RateLimitLayer::new(RateLimit::TokenBucket {
+                qps: 2.0,
+                burst: 3,
+            }))
+            .build();
+        let api: kube::Api<Lease> = kube::Api::default_namespaced(client);
+        for i in 0..8 {
+            let api = api.clone();
+            tokio::spawn(async move { api.get_opt(&format!("lease-{i}")).await });
+        }
+        settle().await;
+        assert_eq!(served.load(Ordering::SeqCst), 3, "burst");
+        for _ in 0..10 {
+            tokio::time::advance(Duration::from_millis(100)).await;
+            settle().await;
+        }
+        assert_eq!(
+            served.load(Ordering::SeqCst),
+            5,
+            "two more after one second at 2 qps"
+        );
+    }
 }

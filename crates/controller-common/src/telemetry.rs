@@ -178,6 +178,7 @@ pub fn init(args: &CommonArgs, default_service_name: &str) -> Result<TelemetryGu
             .with_filter(log_filter)
             .boxed(),
         LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr)
             .with_filter(log_filter)
             .boxed(),
@@ -379,5 +380,132 @@ mod tests {
             );
         });
         assert!(context_from_json("not json").is_err());
+    }
+
+    /// Marks the child run of `init_child_logs`; `init` installs a global subscriber, which
+    /// only one test per process can do, so each scenario runs in its own child process.
+    const CHILD_MARKER: &str = "CONTROLLER_COMMON_TELEMETRY_CHILD";
+
+    /// Runs `init_child_logs` in a child process with `args` as its flags (`;`-separated) and
+    /// `env`, and returns its stderr.
+    fn run_child(args: &str, env: &[(&str, &str)]) -> String {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args([
+            "--exact",
+            "telemetry::tests::init_child_logs",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        for name in [
+            "RUST_LOG",
+            "LOG_FORMAT",
+            "ZAP_LOG_LEVEL",
+            "ZAP_ENCODER",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_SERVICE_NAME",
+        ] {
+            cmd.env_remove(name);
+        }
+        cmd.env(CHILD_MARKER, args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "child failed:\n{}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
+    }
+
+    #[test]
+    fn json_logs_are_one_object_per_line_with_fields() {
+        let stderr = run_child("--log-format=json", &[]);
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("child reconciled"))
+            .unwrap_or_else(|| panic!("no log line: {stderr}"));
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["level"], "INFO");
+        assert_eq!(v["message"], "child reconciled");
+        assert_eq!(v["object"], "ops/sandbox-1");
+        assert!(
+            !stderr.contains("hidden debug line"),
+            "info level filters debug: {stderr}"
+        );
+    }
+
+    #[test]
+    fn text_logs_and_level_flag() {
+        let stderr = run_child("--log-format=text;--log-level=debug", &[]);
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("child reconciled"))
+            .unwrap_or_else(|| panic!("no log line: {stderr}"));
+        assert!(
+            line.contains("INFO") && line.contains("object=\"ops/sandbox-1\""),
+            "{line}"
+        );
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_err(),
+            "text, not JSON"
+        );
+        assert!(
+            stderr.contains("hidden debug line"),
+            "debug level shows debug: {stderr}"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_collector_does_not_block_and_shutdown_is_bounded() {
+        // Port 1 on loopback refuses connections: the exporter can never deliver.
+        let stderr = run_child(
+            "--log-format=text",
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")],
+        );
+        assert!(stderr.contains("exporting traces over OTLP"), "{stderr}");
+        assert!(stderr.contains("spans recorded: 5000"), "{stderr}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn init_child_logs() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            common: CommonArgs,
+        }
+        let Ok(flags) = std::env::var(CHILD_MARKER) else {
+            // Run directly (not as a child): init must refuse a second global subscriber.
+            let args = Cli::try_parse_from(["test", "--log-format=text"])
+                .unwrap()
+                .common;
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+            let err = init(&args, "test-controller")
+                .err()
+                .expect("second init fails");
+            assert!(err.to_string().contains("already installed"), "{err}");
+            return;
+        };
+        let argv = std::iter::once("test").chain(flags.split(';').filter(|s| !s.is_empty()));
+        let args = Cli::try_parse_from(argv).unwrap().common;
+        let guard = init(&args, "test-controller").unwrap();
+        tracing::info!(object = "ops/sandbox-1", "child reconciled");
+        tracing::debug!("hidden debug line");
+        let mut recorded = 0;
+        for _ in 0..5000 {
+            let span = tracing::info_span!("ReconcileSandbox");
+            let _entered = span.enter();
+            recorded += 1;
+        }
+        tracing::info!("spans recorded: {recorded}");
+        guard.shutdown().await;
     }
 }

@@ -136,6 +136,7 @@ async fn replace_lease(
 pub(crate) struct Fake {
     pub(crate) state: Shared,
     pub(crate) client: Client,
+    pub(crate) addr: std::net::SocketAddr,
     _server: JoinHandle<()>,
 }
 
@@ -162,6 +163,7 @@ impl Fake {
         Fake {
             state,
             client,
+            addr,
             _server: server,
         }
     }
