@@ -13,7 +13,11 @@ import time
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
-from k8s_agent_sandbox import SandboxClient, SandboxWarmPoolNotFoundError
+from k8s_agent_sandbox import (
+    SandboxClient,
+    SandboxTemplateNotFoundError,
+    SandboxWarmPoolNotFoundError,
+)
 from k8s_agent_sandbox.models import SandboxDirectConnectionConfig
 
 EXT = ("extensions.agents.x-k8s.io", "v1beta1")
@@ -137,6 +141,28 @@ def main(kubeconfig, warm_pool, cold_pool):
     wait_until("rolled-back claim gone", lambda: not custom.list_namespaced_custom_object(
         *EXT, NS, "sandboxclaims")["items"])
     step(f"missing pool raises SandboxWarmPoolNotFoundError ({len(leftovers)} claim(s) at raise)")
+
+    # A pool whose template does not exist: the SDK's template error, and the claim rolled back.
+    custom.create_namespaced_custom_object(*EXT, NS, "sandboxwarmpools", {
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+        "metadata": {"name": "pool-without-template"},
+        "spec": {"replicas": 0, "sandboxTemplateRef": {"name": "no-such-template"}},
+    })
+    try:
+        sdk.create_sandbox("pool-without-template", NS, sandbox_ready_timeout=20)
+        raise AssertionError("create_sandbox from a pool without template succeeded")
+    except SandboxTemplateNotFoundError:
+        pass
+    wait_until("rolled-back claim gone", lambda: not custom.list_namespaced_custom_object(
+        *EXT, NS, "sandboxclaims")["items"])
+    step("missing template raises SandboxTemplateNotFoundError")
+
+    # shutdown_after_seconds: the controller deletes the claim (and so its sandbox) at expiry.
+    ttl = sdk.create_sandbox(cold_pool, NS, sandbox_ready_timeout=30, shutdown_after_seconds=2)
+    claim = claim_of(custom, ttl.claim_name)
+    assert claim["spec"]["lifecycle"]["shutdownPolicy"] == "Delete", claim["spec"]
+    check_gone(custom, core, ttl.claim_name, ttl.sandbox_id)
+    step("shutdown_after_seconds deletes claim, sandbox and pod")
     return 0
 
 

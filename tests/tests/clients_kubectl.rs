@@ -2,6 +2,8 @@
 //! apply of our CRDs and of the users' example manifests, `get` with our printer columns and
 //! short names, `get -w`, `describe`, `scale`, `delete` with cascading.
 
+#[path = "clients_support/cargo.rs"]
+mod cargo;
 #[path = "clients_support/kubectl.rs"]
 mod kubectl;
 
@@ -14,22 +16,29 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, PostParams};
 use kubectl::{Kubectl, headers, row};
 
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
+/// `$AGENT_SANDBOX_SPEC_DIR`, else the nearest `shared/spec` above the workspace
+/// (`<repo>/../shared/spec` for a checkout next to it).
 fn spec_dir() -> PathBuf {
-    match std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => workspace_root().join("../../shared/spec"),
+    if let Some(dir) = std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
+        return PathBuf::from(dir);
     }
+    let root = cargo::workspace_root();
+    root.ancestors()
+        .map(|a| a.join("shared/spec"))
+        .find(|p| p.join("examples").is_dir())
+        .unwrap_or_else(|| {
+            panic!(
+                "no shared/spec/examples above {}: set AGENT_SANDBOX_SPEC_DIR",
+                root.display()
+            )
+        })
 }
 
 fn crd_dir() -> String {
-    workspace_root().join("deploy/crds").display().to_string()
+    cargo::workspace_root()
+        .join("deploy/crds")
+        .display()
+        .to_string()
 }
 
 /// Applies `deploy/crds` and waits until kubectl can use them.
@@ -465,4 +474,80 @@ async fn kubectl_describe_scale_and_cascading_delete() {
     .await;
     assert_eq!(orphan.metadata.name.as_deref(), Some("or-child"));
     env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_release_manifests() {
+    // A bare cluster: no CRDs, no controllers, as a user's cluster before the install.
+    let cluster = devcluster::DevCluster::start(devcluster::Config::ephemeral())
+        .await
+        .expect("devcluster starts");
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+    blocking(move || {
+        let dist = tempfile::tempdir().expect("temp dir");
+        let out = dist.path().display().to_string();
+        cargo::cargo_ok(&[
+            "run", "--quiet", "-p", "xtask", "--", "release", "--out", &out,
+        ]);
+        let k = Kubectl::new(&kubeconfig);
+        let file = |name: &str| dist.path().join(name).display().to_string();
+        // Core alone, then the extensions on top: every object is new (the namespace may
+        // exist already: devcluster starts with agent-sandbox-system).
+        for name in ["sandbox.yaml", "extensions.yaml"] {
+            let applied = k.ok(&["apply", "-f", &file(name)]);
+            for line in applied.lines() {
+                assert!(
+                    line.ends_with(" created") || line.starts_with("namespace/"),
+                    "{name}: {line}\n{applied}"
+                );
+            }
+        }
+        // The combined manifest is the same objects.
+        let combined = k.ok(&["apply", "-f", &file("sandbox-with-extensions.yaml")]);
+        assert!(
+            combined.lines().all(|l| l.ends_with(" unchanged")),
+            "sandbox-with-extensions.yaml after the two parts: {combined}"
+        );
+        k.ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            "crd",
+            "--all",
+        ]);
+        let deployments = k.ok(&[
+            "get",
+            "deployments",
+            "-n",
+            "agent-sandbox-system",
+            "-o",
+            "name",
+        ]);
+        let names: BTreeSet<&str> = deployments.lines().collect();
+        assert_eq!(
+            names,
+            BTreeSet::from([
+                "deployment.apps/extensions-controller",
+                "deployment.apps/sandbox-controller"
+            ])
+        );
+        // The controllers' RBAC lets them do their work (SubjectAccessReview-free check:
+        // the rules exist and name our resources).
+        let roles = k.ok(&[
+            "get",
+            "clusterrole",
+            "agent-sandbox-controller",
+            "-o",
+            "json",
+        ]);
+        assert!(roles.contains("sandboxes"), "{roles}");
+        // And a user can create a Sandbox right away.
+        k.ok_with_input(&["apply", "-f", "-"], Some(SANDBOX));
+        assert_eq!(
+            k.ok(&["get", "sandboxes", "-o", "name"]).trim(),
+            "sandbox.agents.x-k8s.io/kc-box"
+        );
+    })
+    .await;
+    cluster.shutdown().await;
 }

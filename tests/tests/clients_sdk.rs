@@ -4,6 +4,8 @@
 //! claims from a warm pool (adoption) and from an empty pool (cold start), waits for Ready, and
 //! deletes them; see `tests/python/sdk_claim_flow.py`.
 
+#[path = "clients_support/cargo.rs"]
+mod cargo;
 #[path = "clients_support/python.rs"]
 mod python;
 
@@ -18,37 +20,14 @@ use kube::api::{Api, ListParams, PostParams};
 
 /// The extensions controller binary of this build, built first if needed (cheap when fresh).
 fn extensions_controller_binary() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(&cargo);
-    build
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "extensions-controller",
-            "--bin",
-            "extensions-controller",
-        ])
-        .current_dir(python::workspace_root());
-    // Variables cargo sets for this test process would make the nested build look different
-    // from the outer one and rebuild dependencies back and forth.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy().into_owned();
-        let set_by_cargo = (key.starts_with("CARGO_")
-            && !matches!(key.as_str(), "CARGO_HOME" | "CARGO_TARGET_DIR"))
-            || matches!(
-                key.as_str(),
-                "OUT_DIR" | "LD_LIBRARY_PATH" | "RUSTC" | "RUSTDOC"
-            );
-        if set_by_cargo {
-            build.env_remove(&key);
-        }
-    }
-    let status = build.status().expect("cargo runs");
-    assert!(
-        status.success(),
-        "cargo build -p extensions-controller failed"
-    );
+    cargo::cargo_ok(&[
+        "build",
+        "--quiet",
+        "-p",
+        "extensions-controller",
+        "--bin",
+        "extensions-controller",
+    ]);
     // target/<profile>/deps/<this test> -> target/<profile>/extensions-controller
     let exe = std::env::current_exe().expect("test binary path");
     let profile_dir = exe
@@ -160,6 +139,8 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
         "cold create Ready with pod labels",
         "cold delete removes claim, sandbox and pod",
         "missing pool raises SandboxWarmPoolNotFoundError",
+        "missing template raises SandboxTemplateNotFoundError",
+        "shutdown_after_seconds deletes claim, sandbox and pod",
     ] {
         assert!(
             run.stdout

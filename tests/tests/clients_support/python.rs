@@ -18,17 +18,9 @@ pub fn scripts_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
 }
 
-/// The workspace root.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
-}
-
 /// The CRDs the release ships (`deploy/crds`).
 pub fn crd_dir() -> PathBuf {
-    workspace_root().join("deploy/crds")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds")
 }
 
 /// The interpreter to run the scripts with; panics with what to do when none can be made.
