@@ -37,9 +37,9 @@ pub struct CommonArgs {
     )]
     pub leader_elect: bool,
 
-    /// Namespace of the leader-election Lease. Default: the in-cluster service-account
-    /// namespace, else the POD_NAMESPACE variable, else `agent-sandbox-system`.
-    #[arg(long, env = "LEADER_ELECTION_NAMESPACE", value_parser = parse_non_blank)]
+    /// Namespace of the leader-election Lease. Default (also when empty): the in-cluster
+    /// service-account namespace, else the POD_NAMESPACE variable, else `agent-sandbox-system`.
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
     /// Address of the Prometheus `/metrics` endpoint, Go style (`:8080` = all interfaces,
@@ -67,8 +67,8 @@ pub struct CommonArgs {
     #[arg(long, env = "CLUSTER_DOMAIN", default_value = "cluster.local", value_parser = parse_non_blank)]
     pub cluster_domain: String,
 
-    /// Path to a kubeconfig file. Default: in-cluster configuration when running in a pod,
-    /// else the usual kubeconfig lookup (~/.kube/config).
+    /// Path to a kubeconfig file (a `:`-separated list is merged). Default: ~/.kube/config
+    /// when it exists, else the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 
@@ -77,7 +77,7 @@ pub struct CommonArgs {
     pub log_format: LogFormat,
 
     /// Log filter in `tracing` EnvFilter syntax, e.g. `info` or `info,kube=debug`.
-    /// Default `info` (or the level given by --zap-log-level).
+    /// Default `info` (or the level given by --zap-log-level); empty means `info`.
     #[arg(long, env = "RUST_LOG", value_parser = parse_log_filter)]
     pub log_level: Option<String>,
 
@@ -220,7 +220,18 @@ fn parse_zap_level(s: &str) -> Result<ZapLevel, String> {
 fn parse_log_filter(s: &str) -> Result<String, String> {
     let trimmed = s.trim();
     if trimmed.is_empty() {
-        return Err("log filter must not be empty (try `info`)".to_owned());
+        return Ok("info".to_owned());
+    }
+    // EnvFilter reads a bare word as a target name, so `warning` or `verbose` would silently
+    // turn all logs off. Require each directive to be a level, TARGET=LEVEL or a span filter.
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    for directive in trimmed.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let is_level = LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive));
+        if !is_level && !directive.contains('=') && !directive.contains('[') {
+            return Err(format!(
+                "unknown log level {directive:?}: use trace, debug, info, warn, error, off or TARGET=LEVEL"
+            ));
+        }
     }
     EnvFilter::builder()
         .parse(trimmed)
@@ -466,6 +477,8 @@ mod tests {
             &["--metrics-bind-address=8080"][..],
             &["--log-format=xml"][..],
             &["--log-level=info,=="][..],
+            &["--log-level=verbose"][..],
+            &["--log-level=info,warning"][..],
             &["--zap-log-level=0"][..],
             &["--cluster-domain="][..],
             &["--no-such-flag"][..],
@@ -494,6 +507,11 @@ mod tests {
         a.log_level = None;
         assert_eq!(a.effective_log_filter(), "debug");
         assert_eq!(a.effective_log_format(), LogFormat::Text);
+        let a = parse(&["--log-level=INFO,kube=debug,controller_common[reconcile]"]).unwrap();
+        assert_eq!(
+            a.log_level.as_deref(),
+            Some("INFO,kube=debug,controller_common[reconcile]")
+        );
         let a = parse(&["--zap-log-level=3", "--log-level=warn"]).unwrap();
         assert_eq!(a.effective_log_filter(), "warn");
         let mut a = parse(&["--zap-log-level=2"]).unwrap();

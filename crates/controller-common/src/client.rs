@@ -11,6 +11,7 @@ use kube::{Client, Config};
 use crate::args::CommonArgs;
 use crate::error::Error;
 use crate::rate_limit::{RateLimit, RateLimitLayer};
+use crate::request_metrics::{RequestMetrics, RequestMetricsLayer};
 
 /// Installs rustls' `ring` crypto provider as the process default, once. Safe to call many
 /// times; also called by [`build_client`]. Call it at the top of `main` if the binary opens TLS
@@ -23,8 +24,9 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// Loads the client configuration: the kubeconfig file(s) of `--kubeconfig` (a `:`-separated
-/// list is merged like `KUBECONFIG`) when given, else in-cluster config, else `~/.kube/config`.
+/// Loads the client configuration: the kubeconfig file(s) of `--kubeconfig`/`KUBECONFIG` (a
+/// `:`-separated list is merged) when given, else `~/.kube/config` when it exists, else the
+/// in-cluster service account (kube's `Config::infer`).
 pub async fn load_config(args: &CommonArgs) -> Result<Config, Error> {
     match &args.kubeconfig {
         Some(path) => config_from_kubeconfig_paths(path).await,
@@ -64,6 +66,26 @@ pub fn client_with_rate_limit(config: Config, limit: RateLimit) -> Result<Client
     install_crypto_provider();
     let builder = ClientBuilder::try_from(config).map_err(Error::Kube)?;
     Ok(builder.with_layer(&RateLimitLayer::new(limit)).build())
+}
+
+/// Like [`client_with_rate_limit`], also counting every request sent (after the rate limit)
+/// into `metrics` as `rest_client_requests_total`.
+pub fn instrumented_client(
+    config: Config,
+    limit: RateLimit,
+    metrics: &RequestMetrics,
+) -> Result<Client, Error> {
+    install_crypto_provider();
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    let builder = ClientBuilder::try_from(config).map_err(Error::Kube)?;
+    Ok(builder
+        .with_layer(&RequestMetricsLayer::new(metrics.clone(), host))
+        .with_layer(&RateLimitLayer::new(limit))
+        .build())
 }
 
 /// The client the flags describe: [`load_config`] plus

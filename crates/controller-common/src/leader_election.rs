@@ -239,13 +239,16 @@ impl LeaderElector {
     /// One client-go style attempt: create the Lease, renew it, or take it over when free or
     /// expired. Returns whether this candidate holds the Lease afterwards.
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
-        // Fast path: the leader renews from its last write without reading first.
+        // Fast path: the leader renews from its last write without reading first. Any
+        // failure (conflict, deleted Lease, transient error) falls back to reading the Lease.
         if self.is_leader()
             && let Some(observed) = self.observed.clone()
         {
             let record = self.desired_record(Some(&observed.record));
-            if self.replace_from(&observed.lease, &record).await? {
-                return Ok(true);
+            match self.replace_from(&observed.lease, &record).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "lease renewal without read failed; reading"),
             }
         }
 
@@ -288,11 +291,26 @@ impl LeaderElector {
     }
 
     /// Retries [`Self::try_acquire_or_renew`] every retry period until this candidate leads
-    /// (`true`) or `cancel` fires (`false`). API errors are logged and retried.
+    /// (`true`) or `cancel` fires (`false`). API errors are logged and retried; an attempt
+    /// that gets no answer within the renew deadline counts as an error.
     pub async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
-        let retry = self.config.timings.retry_period;
+        let LeaseTimings {
+            retry_period: retry,
+            renew_deadline,
+            ..
+        } = self.config.timings;
         loop {
-            match self.try_acquire_or_renew().await {
+            // A hung request must neither block shutdown nor stall the retries.
+            let attempt = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                r = tokio::time::timeout(renew_deadline, self.try_acquire_or_renew()) => r,
+            };
+            let attempt = attempt.unwrap_or_else(|_elapsed| {
+                Err(kube::Error::Service(
+                    format!("no answer within {renew_deadline:?}").into(),
+                ))
+            });
+            match attempt {
                 Ok(true) => {
                     tracing::info!(
                         lease = %format!("{}/{}", self.config.namespace, self.config.name),
@@ -375,29 +393,42 @@ impl LeaderElector {
     }
 
     /// Gives the Lease up if this candidate holds it: empty holder, 1 s duration, written with
-    /// the last observed resourceVersion. A 409 means someone else already changed it, which
-    /// is fine.
+    /// the observed resourceVersion. On a 409 the Lease is read again: if this candidate is
+    /// still the holder (its own last renewal landed but the answer was lost, e.g. cut off by
+    /// shutdown) the release is retried; if someone else holds it, there is nothing to do.
     pub async fn release(&mut self) -> Result<(), kube::Error> {
-        if !self.is_leader() {
-            return Ok(());
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            let Some(observed) = self.observed.clone() else {
+                return Ok(());
+            };
+            if observed.record.holder != self.config.identity {
+                return Ok(());
+            }
+            let now = Timestamp::now();
+            let record = Record {
+                holder: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: Some(now),
+                renew_time: Some(now),
+                transitions: observed.record.transitions,
+            };
+            if self.replace_from(&observed.lease, &record).await? {
+                tracing::info!(
+                    lease = %format!("{}/{}", self.config.namespace, self.config.name),
+                    "released leader lease"
+                );
+                return Ok(());
+            }
+            match self.api.get_opt(&self.config.name).await? {
+                Some(current) => self.observe(current),
+                None => return Ok(()),
+            }
         }
-        let Some(observed) = self.observed.clone() else {
-            return Ok(());
-        };
-        let now = Timestamp::now();
-        let record = Record {
-            holder: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            transitions: observed.record.transitions,
-        };
-        if self.replace_from(&observed.lease, &record).await? {
-            tracing::info!(
-                lease = %format!("{}/{}", self.config.namespace, self.config.name),
-                "released leader lease"
-            );
-        }
+        tracing::warn!(
+            lease = %format!("{}/{}", self.config.namespace, self.config.name),
+            "lease kept changing while releasing it; it will expire instead"
+        );
         Ok(())
     }
 }

@@ -8,6 +8,7 @@
 //! | [`args`] | [`CommonArgs`], the flags both binaries share (`#[command(flatten)]`) |
 //! | [`client`] | [`client::build_client`]: kubeconfig or in-cluster config + QPS/burst limit; [`client::event_recorder`] |
 //! | [`rate_limit`] | the token-bucket tower layer behind `--kube-api-qps`/`--kube-api-burst` |
+//! | [`request_metrics`] | `rest_client_requests_total{code,host,method}` for every API request |
 //! | [`telemetry`] | logs (text/JSON), OTLP trace export when `OTEL_EXPORTER_OTLP_*` is set, W3C context helpers |
 //! | [`admin`] | `/metrics`, `/healthz`, `/readyz`; [`Readiness`] gates |
 //! | [`leader_election`] | client-go style Lease election |
@@ -74,6 +75,7 @@ pub mod error;
 pub mod leader_election;
 pub mod metrics;
 pub mod rate_limit;
+pub mod request_metrics;
 pub mod runtime;
 pub mod telemetry;
 

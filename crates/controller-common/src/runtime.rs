@@ -9,6 +9,7 @@
 //!   acquire the Lease (when --leader-elect)  standby until then
 //!   start(Context)                           only on the leader
 //!   signal   -> cancel Context::shutdown, wait for start's future (bounded), release Lease, Ok
+//!               (a second signal exits with code 1 at once)
 //!   lost     -> cancel Context::shutdown, wait (bounded), Err(LeadershipLost)  (exit non-zero)
 //!   start's future returns -> release Lease, Ok / Err(Controllers)
 //! ```
@@ -32,6 +33,8 @@ use crate::error::Error;
 use crate::leader_election::{
     LeaderElectionConfig, LeaderElector, LeaseTimings, RenewOutcome, default_identity,
 };
+use crate::rate_limit::RateLimit;
+use crate::request_metrics::RequestMetrics;
 use crate::telemetry::TelemetryGuard;
 
 /// controller-runtime's default graceful-shutdown timeout.
@@ -84,39 +87,78 @@ pub struct Context {
     pub probe_addr: Option<std::net::SocketAddr>,
 }
 
-/// Cancels the returned token on the first SIGTERM or SIGINT. Must be called inside a tokio
-/// runtime.
+/// Cancels the returned token on the first SIGTERM or SIGINT; a second signal exits the
+/// process at once with code 1 (for an operator who does not want to wait for the graceful
+/// shutdown). The handlers are registered before this function returns, so no signal that
+/// arrives afterwards kills the process abruptly. Must be called inside a tokio runtime.
 pub fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let trigger = token.clone();
+    let mut signals = Signals::register();
     tokio::spawn(async move {
-        let signal = wait_for_signal().await;
-        tracing::info!(%signal, "shutdown signal received; stopping");
+        let first = signals.next().await;
+        tracing::info!(signal = %first, "shutdown signal received; stopping (send another to exit now)");
         trigger.cancel();
+        let second = signals.next().await;
+        tracing::warn!(signal = %second, "second shutdown signal; exiting without waiting");
+        std::process::exit(1);
     });
     token
 }
 
-#[cfg(unix)]
-async fn wait_for_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the process");
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
-        }
-    }
+/// SIGTERM and SIGINT streams.
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
 }
 
-#[cfg(not(unix))]
-async fn wait_for_signal() -> &'static str {
-    let _ = tokio::signal::ctrl_c().await;
-    "Ctrl-C"
+impl Signals {
+    #[cfg(unix)]
+    fn register() -> Signals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for {name}");
+                None
+            }
+        };
+        Signals {
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+            int: listen(SignalKind::interrupt(), "SIGINT"),
+        }
+    }
+
+    #[cfg(unix)]
+    async fn next(&mut self) -> &'static str {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.term) => "SIGTERM",
+            _ = recv(&mut self.int) => "SIGINT",
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn register() -> Signals {
+        Signals {}
+    }
+
+    #[cfg(not(unix))]
+    async fn next(&mut self) -> &'static str {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -129,28 +171,43 @@ pub struct Runtime {
     args: CommonArgs,
     spec: RunSpec,
     client: Client,
+    lease_client: Client,
     registry: Registry,
     readiness: Readiness,
     shutdown: CancellationToken,
     identity: String,
     telemetry: Option<TelemetryGuard>,
+    request_metrics: Option<RequestMetrics>,
 }
 
 impl Runtime {
     /// Production setup: telemetry ([`crate::telemetry::init`]), the kube client the flags
-    /// describe ([`crate::client::build_client`]) and the signal handler. Call once, early in
+    /// describe ([`crate::client::load_config`], rate limited, requests counted in
+    /// `rest_client_requests_total`) and the signal handler. Call once, early in
     /// `main`, inside the tokio runtime.
+    ///
+    /// Leader election gets a second client from the same configuration with its own token
+    /// bucket (as controller-runtime gives its resource lock its own client), so a busy
+    /// controller exhausting `--kube-api-qps` cannot delay Lease renewals past the deadline.
     pub async fn init(args: &CommonArgs, spec: RunSpec) -> Result<Runtime, Error> {
         let telemetry = crate::telemetry::init(args, &spec.service_name)?;
-        let client = crate::client::build_client(args).await?;
+        let config = crate::client::load_config(args).await?;
+        let limit = RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst);
+        let requests = RequestMetrics::new();
+        let client = crate::client::instrumented_client(config.clone(), limit, &requests)?;
+        let lease_client = crate::client::instrumented_client(config, limit, &requests)?;
         let shutdown = shutdown_on_signals();
         let mut runtime = Runtime::with_client(args, spec, client, shutdown);
+        runtime.lease_client = lease_client;
         runtime.telemetry = Some(telemetry);
+        runtime.request_metrics = Some(requests);
         Ok(runtime)
     }
 
-    /// Setup around an existing client and shutdown token, without touching global telemetry
-    /// or signals (tests, embedding).
+    /// Setup around an existing client (used for the controllers and the Lease alike) and
+    /// shutdown token, without touching global telemetry or signals (tests, embedding). No
+    /// `rest_client_requests_total` unless the client was built with
+    /// [`crate::client::instrumented_client`] and its family registered by the caller.
     pub fn with_client(
         args: &CommonArgs,
         spec: RunSpec,
@@ -160,12 +217,14 @@ impl Runtime {
         Runtime {
             args: args.clone(),
             spec,
+            lease_client: client.clone(),
             client,
             registry: Registry::default(),
             readiness: Readiness::new(),
             shutdown,
             identity: default_identity(),
             telemetry: None,
+            request_metrics: None,
         }
     }
 
@@ -237,6 +296,9 @@ impl Runtime {
                 leader_status.clone(),
             );
         }
+        if let Some(requests) = &self.request_metrics {
+            requests.register(&mut self.registry);
+        }
         let lease_gauge = leader_status.get_or_create_owned(&LeaseLabel {
             name: self.spec.lease_name.clone(),
         });
@@ -260,10 +322,11 @@ impl Runtime {
         // Stop the admin servers however this function returns.
         let _stop_admin = admin_token.drop_guard();
 
+        let lease_namespace = self.args.leader_election_namespace();
         let mut elector = None;
         if self.args.leader_elect {
             let config = LeaderElectionConfig {
-                namespace: self.args.leader_election_namespace(),
+                namespace: lease_namespace.clone(),
                 name: self.spec.lease_name.clone(),
                 identity: self.identity.clone(),
                 timings: self.spec.lease_timings,
@@ -272,7 +335,7 @@ impl Runtime {
                 lease = %format!("{}/{}", config.namespace, config.name),
                 "waiting to acquire the leader lease"
             );
-            let mut candidate = LeaderElector::new(self.client.clone(), config);
+            let mut candidate = LeaderElector::new(self.lease_client.clone(), config);
             self.readiness.set_standby(true);
             if !candidate.acquire(&self.shutdown).await {
                 tracing::info!("shutdown before leading; nothing to stop");
@@ -318,12 +381,7 @@ impl Runtime {
         };
 
         let timeout = self.spec.shutdown_timeout;
-        let lease_id = || {
-            (
-                self.args.leader_election_namespace(),
-                self.spec.lease_name.clone(),
-            )
-        };
+        let lease_id = || (lease_namespace.clone(), self.spec.lease_name.clone());
         match end {
             End::Returned(result) => {
                 controllers_token.cancel();
@@ -332,7 +390,7 @@ impl Runtime {
                 controllers_result(result)
             }
             End::Lost(message) => {
-                tracing::error!(%message, "lost the leader lease; stopping the controllers");
+                tracing::error!(reason = %message, "lost the leader lease; stopping the controllers");
                 lease_gauge.set(0);
                 leader_tx.send_replace(false);
                 controllers_token.cancel();
@@ -351,7 +409,7 @@ impl Runtime {
                 let drained = tokio::select! {
                     r = tokio::time::timeout(timeout, &mut controllers) => Some(r),
                     lost = lease_lost(&mut renewal) => {
-                        tracing::error!(message = %lost, "lost the leader lease while stopping");
+                        tracing::error!(reason = %lost, "lost the leader lease while stopping");
                         None
                     }
                 };
@@ -406,12 +464,19 @@ async fn release(
     lease_token.cancel();
     match task.await {
         Ok((mut elector, RenewOutcome::Cancelled)) => {
-            if let Err(e) = elector.release().await {
-                tracing::warn!(error = %e, "could not release the leader lease; it will expire");
+            let bound = elector.config().timings.renew_deadline;
+            match tokio::time::timeout(bound, elector.release()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not release the leader lease; it will expire");
+                }
+                Err(_) => tracing::warn!(
+                    "no answer to the lease release within {bound:?}; the lease will expire"
+                ),
             }
         }
         Ok((_, RenewOutcome::Lost(message))) => {
-            tracing::warn!(%message, "lease was lost while stopping; nothing to release");
+            tracing::warn!(reason = %message, "lease was lost while stopping; nothing to release");
         }
         Err(e) => tracing::warn!(error = %e, "lease renewal task failed"),
     }

@@ -16,6 +16,8 @@
 //! Protocol (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`):
 //! `grpc` (the default, as the reference) is built in; `http/protobuf` and `http/json` are
 //! recognised but rejected with a clear error until the HTTP exporter feature is compiled in.
+//! The gRPC exporter is built without TLS: an `https://` endpoint is a startup error naming
+//! the endpoint (use a plain-HTTP, e.g. node-local, collector).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -474,6 +476,25 @@ mod tests {
         assert!(stderr.contains("spans recorded: 5000"), "{stderr}");
     }
 
+    #[test]
+    fn an_https_collector_is_a_clear_startup_error_in_this_build() {
+        let stderr = run_child(
+            "--log-format=text",
+            &[(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "https://collector.example:4317",
+            )],
+        );
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("INIT-ERROR"))
+            .unwrap_or_else(|| panic!("init did not fail: {stderr}"));
+        assert!(
+            line.contains("HTTPS") && line.contains("collector.example"),
+            "{line}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn init_child_logs() {
         use clap::Parser;
@@ -496,7 +517,13 @@ mod tests {
         };
         let argv = std::iter::once("test").chain(flags.split(';').filter(|s| !s.is_empty()));
         let args = Cli::try_parse_from(argv).unwrap().common;
-        let guard = init(&args, "test-controller").unwrap();
+        let guard = match init(&args, "test-controller") {
+            Ok(guard) => guard,
+            Err(e) => {
+                eprintln!("INIT-ERROR: {e}");
+                return;
+            }
+        };
         tracing::info!(object = "ops/sandbox-1", "child reconciled");
         tracing::debug!("hidden debug line");
         let mut recorded = 0;

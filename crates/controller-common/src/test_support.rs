@@ -22,6 +22,8 @@ pub(crate) struct FakeState {
     pub(crate) leases: HashMap<(String, String), Value>,
     last_rv: u64,
     pub(crate) unavailable: bool,
+    /// Requests never get an answer while set.
+    pub(crate) hang: bool,
 }
 
 pub(crate) type Shared = Arc<Mutex<FakeState>>;
@@ -56,6 +58,9 @@ async fn get_lease(
     State(state): State<Shared>,
     Path((ns, name)): Path<(String, String)>,
 ) -> Response {
+    if lock(&state).hang {
+        std::future::pending::<()>().await;
+    }
     let state = lock(&state);
     if state.unavailable {
         return status(
@@ -79,6 +84,9 @@ async fn create_lease(
     Path(ns): Path<String>,
     Json(body): Json<Value>,
 ) -> Response {
+    if lock(&state).hang {
+        std::future::pending::<()>().await;
+    }
     let mut state = lock(&state);
     if state.unavailable {
         return status(
@@ -107,6 +115,9 @@ async fn replace_lease(
     Path((ns, name)): Path<(String, String)>,
     Json(body): Json<Value>,
 ) -> Response {
+    if lock(&state).hang {
+        std::future::pending::<()>().await;
+    }
     let mut state = lock(&state);
     if state.unavailable {
         return status(

@@ -49,8 +49,14 @@ fn spawn_candidate(
 async fn exactly_one_of_two_contenders_leads() {
     let fake = Fake::start().await;
     let cancel = CancellationToken::new();
-    let (a, task_a) = spawn_candidate(fake.elector("a", fast()), cancel.clone());
-    let (b, task_b) = spawn_candidate(fake.elector("b", fast()), cancel.clone());
+    // Generous deadlines: a loaded machine must not turn this into a takeover test.
+    let timings = LeaseTimings {
+        lease_duration: Duration::from_secs(5),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_millis(100),
+    };
+    let (a, task_a) = spawn_candidate(fake.elector("a", timings), cancel.clone());
+    let (b, task_b) = spawn_candidate(fake.elector("b", timings), cancel.clone());
 
     wait_for("a leader", 10, || *a.borrow() || *b.borrow()).await;
     let leader = if *a.borrow() { "a" } else { "b" };
@@ -69,6 +75,10 @@ async fn exactly_one_of_two_contenders_leads() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(fake.lease().unwrap()["spec"]["leaseTransitions"], json!(0));
+    assert_eq!(
+        fake.lease().unwrap()["spec"]["leaseDurationSeconds"],
+        json!(5)
+    );
 
     cancel.cancel();
     let outcomes = [task_a.await.unwrap(), task_b.await.unwrap()];
@@ -189,6 +199,77 @@ async fn leadership_is_lost_when_another_holder_writes_the_lease() {
         Some("intruder"),
         "a did not overwrite it"
     );
+}
+
+#[tokio::test]
+async fn a_leader_recreates_a_deleted_lease_and_keeps_leading() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    lock(&fake.state).leases.clear();
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    assert_eq!(fake.holder().as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn a_hung_api_server_neither_blocks_shutdown_nor_keeps_leadership() {
+    let fake = Fake::start().await;
+    lock(&fake.state).hang = true;
+    let mut a = fake.elector("a", fast());
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let acquiring = tokio::spawn(async move { a.acquire(&canceller).await });
+    cancel.cancel();
+    let acquired = tokio::time::timeout(Duration::from_secs(10), acquiring)
+        .await
+        .expect("cancellation ends a hung acquire")
+        .unwrap();
+    assert!(!acquired);
+
+    lock(&fake.state).hang = false;
+    let cancel = CancellationToken::new();
+    let (leading, task) = spawn_candidate(fake.elector("b", fast()), cancel.clone());
+    wait_for("b to lead", 10, || *leading.borrow()).await;
+    lock(&fake.state).hang = true;
+    let outcome = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("a hung renewal is a loss within the deadline")
+        .unwrap();
+    assert!(
+        matches!(outcome, Some(RenewOutcome::Lost(_))),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn release_succeeds_after_a_renewal_whose_answer_was_lost() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    // The server applied a renewal by `a` whose response never arrived (cut off by shutdown):
+    // same holder, newer resourceVersion than `a` observed.
+    {
+        let mut state = lock(&fake.state);
+        let lease = state.leases[&("ops".to_owned(), "test-lease".to_owned())].clone();
+        state.store("ops", "test-lease", lease);
+    }
+    a.release().await.unwrap();
+    assert_eq!(fake.holder().as_deref(), Some(""));
+}
+
+#[tokio::test]
+async fn release_leaves_a_lease_taken_by_someone_else_alone() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    {
+        let mut state = lock(&fake.state);
+        let mut lease = state.leases[&("ops".to_owned(), "test-lease".to_owned())].clone();
+        lease["spec"]["holderIdentity"] = json!("b");
+        state.store("ops", "test-lease", lease);
+    }
+    a.release().await.unwrap();
+    assert_eq!(fake.holder().as_deref(), Some("b"));
 }
 
 #[tokio::test]

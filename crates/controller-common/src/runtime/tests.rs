@@ -35,7 +35,7 @@ fn spec() -> RunSpec {
         shutdown_timeout: Duration::from_secs(5),
         lease_timings: LeaseTimings {
             lease_duration: Duration::from_secs(30),
-            renew_deadline: Duration::from_millis(600),
+            renew_deadline: Duration::from_secs(2),
             retry_period: Duration::from_millis(100),
         },
     }
@@ -297,4 +297,83 @@ async fn raw_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     stream.read_to_string(&mut out).await.unwrap();
     out
+}
+
+/// Marks the child run of `signal_child`.
+const SIGNAL_CHILD_MARKER: &str = "CONTROLLER_COMMON_SIGNAL_CHILD";
+
+#[cfg(unix)]
+#[test]
+fn first_signal_cancels_and_second_signal_exits_at_once() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "runtime::tests::signal_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SIGNAL_CHILD_MARKER, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    let mut wait_line = |wanted: &str| {
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(wanted) {
+                return;
+            }
+        }
+        panic!("child ended before printing {wanted}; it printed:\n{seen}");
+    };
+    let kill = |sig: &str| {
+        let status = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(status.success());
+    };
+
+    wait_line("SIGNAL-CHILD-READY");
+    kill("-TERM");
+    wait_line("SIGNAL-CHILD-CANCELLED");
+    kill("-INT");
+    // The child now waits forever; only the second signal ends it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the second signal did not end the child");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+}
+
+/// Child half of `first_signal_cancels_and_second_signal_exits_at_once`, which runs it in a
+/// separate process: installing signal handlers in the test process itself would swallow a
+/// developer's Ctrl-C.
+#[tokio::test]
+#[ignore = "child process of first_signal_cancels_and_second_signal_exits_at_once, run by it"]
+async fn signal_child() {
+    assert!(
+        std::env::var_os(SIGNAL_CHILD_MARKER).is_some(),
+        "run only as a child process"
+    );
+    let token = shutdown_on_signals();
+    assert!(!token.is_cancelled());
+    println!("SIGNAL-CHILD-READY");
+    token.cancelled().await;
+    println!("SIGNAL-CHILD-CANCELLED");
+    std::future::pending::<()>().await;
 }
