@@ -149,15 +149,15 @@ async fn kubectl_applies_crds_and_every_example_manifest() {
                 (p, ns, text)
             })
             .collect();
-        // Users create the namespaces the examples live in first. (Applied as manifests:
-        // `kubectl create namespace` sends protobuf, which devcluster does not decode yet.)
+        // Users create the namespaces the examples live in first (kubectl sends these
+        // requests as protobuf).
         let namespaces: BTreeSet<String> = manifests
             .iter()
             .flat_map(|(_, ns, t)| std::iter::once(ns.clone()).chain(declared_namespaces(t)))
             .collect();
         for ns in &namespaces {
-            let manifest = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
-            k.ok_with_input(&["apply", "-f", "-"], Some(&manifest));
+            let made = k.ok(&["create", "namespace", ns]);
+            assert_eq!(made.trim(), format!("namespace/{ns} created"));
         }
         for (path, ns, text) in &manifests {
             let out = k.ok_with_input(&["apply", "-n", ns, "-f", "-"], Some(text));
@@ -422,6 +422,12 @@ async fn kubectl_describe_scale_and_cascading_delete() {
                 "describe shows {needle:?}:\n{described}"
             );
         }
+        // Imperative create (protobuf on the wire) and jsonpath output of a built-in kind.
+        k.ok(&["create", "configmap", "kc-cm", "--from-literal=a=b"]);
+        assert_eq!(
+            k.ok(&["get", "configmap", "kc-cm", "-o", "jsonpath={.data.a}"]),
+            "b"
+        );
         let scaled = k.ok(&["scale", "swp", "kc-pool", "--replicas=3"]);
         assert_eq!(
             scaled.trim(),
