@@ -10,6 +10,7 @@ to the Kubernetes API. Prints `ok STEP` per step; exits non-zero on the first fa
 import re
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -117,6 +118,31 @@ def main(kubeconfig, warm_pool, cold_pool):
     sb.terminate()  # clears sb.claim_name
     check_gone(custom, core, claim_name, sandbox_id)
     step("warm delete removes claim, sandbox and pod")
+
+    # Concurrent claims racing for a one-member pool: every claim gets its own Sandbox (the
+    # losers of the race cold-start from the template), each owned by its claim only.
+    def create_one(i):
+        own = SandboxClient(
+            connection_config=SandboxDirectConnectionConfig(api_url="http://127.0.0.1:9"),
+            api_client=config.new_client_from_config(config_file=kubeconfig),
+        )
+        return own.create_sandbox(warm_pool, NS, sandbox_ready_timeout=60, labels={"race": "yes"})
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        racers = list(pool.map(create_one, range(4)))
+    ids = [r.sandbox_id for r in racers]
+    assert len(set(ids)) == 4, ids
+    for r in racers:
+        sandbox = sandbox_of(custom, r.sandbox_id)
+        owners = [(o["kind"], o["name"]) for o in sandbox["metadata"].get("ownerReferences") or []
+                  if o.get("controller")]
+        assert owners == [("SandboxClaim", r.claim_name)], (r.claim_name, owners)
+        assert r.status()[0] == "SandboxReady", r.status()
+    for r in racers:
+        claim_name, sandbox_id = r.claim_name, r.sandbox_id
+        r.terminate()
+        check_gone(custom, core, claim_name, sandbox_id)
+    step("4 concurrent claims on a 1-member pool each get their own Ready sandbox")
 
     # Cold path: the pool has no members, the Sandbox is built from the template for this claim.
     cold = sdk.create_sandbox(cold_pool, NS, sandbox_ready_timeout=30, pod_labels={"sandbox.users.io/client-id": "t"})

@@ -136,6 +136,7 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
         "warm create Ready",
         "list and re-attach",
         "warm delete removes claim, sandbox and pod",
+        "4 concurrent claims on a 1-member pool each get their own Ready sandbox",
         "cold create Ready with pod labels",
         "cold delete removes claim, sandbox and pod",
         "missing pool raises SandboxWarmPoolNotFoundError",
