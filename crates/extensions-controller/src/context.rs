@@ -344,8 +344,10 @@ pub struct Context {
     pub stores: Stores,
     pub pool: PoolState,
     pub claim: ClaimState,
-    /// Recorder for pool and template events.
-    pub recorder: Option<Recorder>,
+    /// Recorders for pool and template events (reporters `sandboxwarmpool-controller`,
+    /// `sandboxtemplate-controller`, as the reference).
+    pub pool_recorder: Option<Recorder>,
+    pub template_recorder: Option<Recorder>,
     /// Recorder for claim events (`None` with `--disable-claim-events`).
     pub claim_recorder: Option<Recorder>,
     /// controller-runtime style reconcile metrics.
@@ -373,8 +375,7 @@ impl Context {
         stores: Stores,
         pool: PoolState,
         claim: ClaimState,
-        recorder: Option<Recorder>,
-        claim_recorder: Option<Recorder>,
+        recorders: [Option<Recorder>; 3],
         reconcile_metrics: Option<ControllerMetrics>,
     ) -> Self {
         Context {
@@ -382,8 +383,9 @@ impl Context {
             stores,
             pool,
             claim,
-            recorder,
-            claim_recorder,
+            pool_recorder: recorders[0].clone(),
+            template_recorder: recorders[1].clone(),
+            claim_recorder: recorders[2].clone(),
             reconcile_metrics,
             policy_writes: Mutex::default(),
             failures: Mutex::default(),
