@@ -17,6 +17,10 @@ use serde_json::{Value, json};
 const SDK: &str = "k8s-agent-sandbox==1.0.8";
 
 fn venv_python() -> PathBuf {
+    // .ci/run installs tests/python/requirements.txt (which pins this SDK) once for every test.
+    if let Some(python) = std::env::var_os("AGENT_SANDBOX_PYTHON") {
+        return PathBuf::from(python);
+    }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("py-sdk-1.0.8");
     let python = dir.join("bin/python");
     let ready = dir.join(".installed");
