@@ -342,16 +342,22 @@ pub fn prepare_update(
             meta_causes,
         ));
     }
-    if info.tracks_generation && spec_changed(old, &new) {
+    Ok(new)
+}
+
+/// Bumps `metadata.generation` when anything outside metadata and status changed. Runs after
+/// the schema has pruned and defaulted the new object, so a write that only drops a defaulted
+/// field (e.g. a port's `protocol: TCP`) is the no-op it is on a real server.
+pub(super) fn bump_generation(info: &ResourceInfo, old: &Value, new: &mut Value) {
+    if info.tracks_generation && spec_changed(old, new) {
         let g = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        if let Some(m) = meta::metadata_mut(&mut new) {
+        if let Some(m) = meta::metadata_mut(new) {
             m.insert("generation".into(), json!(g + 1));
         }
     }
-    Ok(new)
 }
 
 /// Whether anything outside `metadata` and `status` differs.
@@ -491,6 +497,8 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 _ => {}
             }
             let mut new = prepare_update(state, &info, sub.as_deref(), current, body.clone())?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
+            bump_generation(&info, current, &mut new);
             crate::patch_glue::record_update(
                 Some(current),
                 &mut new,
@@ -499,7 +507,6 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &now,
                 &info,
             );
-            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);
@@ -629,6 +636,8 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 return Err(ApiError::stale(&info.group, &info.plural, &name));
             }
             let mut new = prepare_update(state, &info, sub.as_deref(), current, patched)?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
+            bump_generation(&info, current, &mut new);
             if kind != crate::patch_glue::PatchKind::Apply {
                 crate::patch_glue::record_update(
                     Some(current),
@@ -639,7 +648,6 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                     &info,
                 );
             }
-            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);

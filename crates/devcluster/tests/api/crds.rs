@@ -273,3 +273,46 @@ async fn subresources_follow_each_served_version() {
         .collect();
     assert!(names.contains(&"sandboxes/scale"), "{names:?}");
 }
+
+#[tokio::test]
+async fn rewriting_a_defaulted_spec_is_a_no_op() {
+    // A port written without `protocol` is stored with the schema default `TCP`; sending the
+    // same spec again (as `kubectl apply` does) must not bump generation or resourceVersion.
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let api = sandboxes(&dc.client(), "default");
+    let spec = json!({"podTemplate": {"spec": {"containers": [
+        {"name": "c", "image": "busybox:1.36", "ports": [{"containerPort": 80}]}
+    ]}}});
+    let mut obj = sandbox("ports");
+    obj.data["spec"] = spec.clone();
+    let made = api.create(&PostParams::default(), &obj).await.unwrap();
+    assert_eq!(
+        made.data["spec"]["podTemplate"]["spec"]["containers"][0]["ports"][0]["protocol"],
+        "TCP"
+    );
+    let patched = api
+        .patch(
+            "ports",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(1));
+    assert_eq!(
+        patched.metadata.resource_version, made.metadata.resource_version,
+        "a no-op merge patch must not write"
+    );
+    let mut replaced = patched.clone();
+    replaced.data["spec"] = spec;
+    let put = api
+        .replace("ports", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
+    assert_eq!(put.metadata.generation, Some(1));
+    assert_eq!(
+        put.metadata.resource_version,
+        made.metadata.resource_version
+    );
+}
