@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// How long a pool wake waits for the Sandbox cache to show an adoption.
+const ADOPTION_CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often that wait looks at the cache.
+const ADOPTION_CACHE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Pass<'_> {
     /// Tries the ranked warm candidates; the guarded patch decides races.
     pub(super) async fn adopt(
@@ -126,7 +131,30 @@ impl Pass<'_> {
         adopted: &Sandbox,
     ) {
         if let Some(wake) = &self.ctx.claim.pool_wake {
-            let _ = wake.unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(pool));
+            let pool_ref = kube::runtime::reflector::ObjectRef::from_obj(pool);
+            let _ = wake.unbounded_send(pool_ref.clone());
+            // The pool may reconcile from a Sandbox cache that has not seen the adoption yet and
+            // count the taken member as its own; the adopted Sandbox's own event wakes no pool
+            // (it is no longer a member). So wake the pool again once the cache shows the new
+            // owner, bounded so a lost event cannot keep a task alive.
+            let wake = wake.clone();
+            let store = self.ctx.stores.sandboxes.clone();
+            let key = kube::runtime::reflector::ObjectRef::from_obj(adopted);
+            let adopted_rv = adopted.metadata.resource_version.clone();
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + ADOPTION_CACHE_WAIT;
+                while tokio::time::Instant::now() < deadline {
+                    let seen = store.get(&key).is_none_or(|cached| {
+                        cached.metadata.resource_version == adopted_rv
+                            || controlling_pool(&cached.metadata).is_none()
+                    });
+                    if seen {
+                        break;
+                    }
+                    tokio::time::sleep(ADOPTION_CACHE_POLL).await;
+                }
+                let _ = wake.unbounded_send(pool_ref);
+            });
         }
         let ready = before
             .status
