@@ -157,27 +157,31 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
     }
     // After the concurrent claims drained it, the warm pool refills to one Ready member that
     // no claim owns (a pool woken before its cache saw an adoption once stayed empty here).
-    wait_for("the warm pool refilled to one Ready member", DEADLINE, || async {
-        let pool = pools.get_opt("python-sandbox-warmpool").await.ok()??;
-        let status = serde_json::to_value(&pool).ok()?["status"].clone();
-        let sandboxes: Api<api_types::Sandbox> = env.api("default");
-        let members = sandboxes
-            .list(&kube::api::ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .filter(|s| {
-                s.metadata.deletion_timestamp.is_none()
-                    && s.metadata.owner_references.iter().flatten().any(|o| {
-                        o.controller == Some(true)
-                            && o.kind == "SandboxWarmPool"
-                            && o.name == "python-sandbox-warmpool"
-                    })
-            })
-            .count();
-        (members == 1 && status["readyReplicas"].as_i64() == Some(1)).then_some(())
-    })
+    wait_for(
+        "the warm pool refilled to one Ready member",
+        DEADLINE,
+        || async {
+            let pool = pools.get_opt("python-sandbox-warmpool").await.ok()??;
+            let status = serde_json::to_value(&pool).ok()?["status"].clone();
+            let sandboxes: Api<api_types::Sandbox> = env.api("default");
+            let members = sandboxes
+                .list(&kube::api::ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|s| {
+                    s.metadata.deletion_timestamp.is_none()
+                        && s.metadata.owner_references.iter().flatten().any(|o| {
+                            o.controller == Some(true)
+                                && o.kind == "SandboxWarmPool"
+                                && o.name == "python-sandbox-warmpool"
+                        })
+                })
+                .count();
+            (members == 1 && status["readyReplicas"].as_i64() == Some(1)).then_some(())
+        },
+    )
     .await;
     env.stop().await;
 }
