@@ -181,22 +181,27 @@ impl Stack {
             status: "no stdout".into(),
             log: devcluster_log.clone(),
         })?;
-        // The first stdout line says where it serves; after it, stdout carries its log.
+        // devcluster prints where it serves on stdout (its log may come first).
         let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(READY_TIMEOUT, lines.next_line()).await;
-        match first {
-            Ok(Ok(Some(line))) if line.starts_with("devcluster serving at") => {}
-            other => {
-                let status = match child.try_wait() {
-                    Ok(Some(status)) => status.to_string(),
-                    _ => format!("unexpected first line {other:?}"),
-                };
-                return Err(BenchError::Exited {
-                    what: "devcluster".into(),
-                    status,
-                    log: devcluster_log,
-                });
+        let serving = tokio::time::timeout(READY_TIMEOUT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with("devcluster serving at") {
+                    return true;
+                }
             }
+            false
+        })
+        .await;
+        if serving != Ok(true) {
+            let status = match child.try_wait() {
+                Ok(Some(status)) => status.to_string(),
+                _ => "it did not print where it serves".to_string(),
+            };
+            return Err(BenchError::Exited {
+                what: "devcluster".into(),
+                status,
+                log: devcluster_log,
+            });
         }
         let stdout_log = dir.join("devcluster.stdout.log");
         tokio::spawn(async move {

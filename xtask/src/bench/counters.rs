@@ -13,6 +13,15 @@ use super::prom::{self, Sample};
 
 /// Verbs (devcluster's names) that change state.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+/// Writes devcluster's simulated nodes (scheduler, kubelets, volume binder) send through its
+/// own in-process client, which carries no user agent: `verb resource/subresource`. They are
+/// the cluster's work, not a controller's, and are left out of the controllers' totals.
+const SIMULATED_NODE_WRITES: [&str; 4] = [
+    "create pods/binding",
+    "patch pods/status",
+    "update pods/status",
+    "patch persistentvolumeclaims/status",
+];
 /// HTTP methods that change state.
 const WRITE_METHODS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
 
@@ -22,6 +31,13 @@ pub struct Snapshot {
     devcluster: Vec<Sample>,
     /// Controller name → its samples.
     controllers: BTreeMap<&'static str, Vec<Sample>>,
+}
+
+impl Snapshot {
+    /// The samples scraped from controller `name`, empty when it was not running.
+    pub fn controller(&self, name: &str) -> &[Sample] {
+        self.controllers.get(name).map(Vec::as_slice).unwrap_or(&[])
+    }
 }
 
 /// Scrapes devcluster's `/metrics` (through the API client) and every running controller's.
@@ -62,10 +78,13 @@ pub struct RequestDelta {
     pub writes_total: f64,
     /// Writes by `verb resource[/subresource]` (devcluster, not the benchmark client).
     pub writes_by_verb_resource: BTreeMap<String, f64>,
-    /// All requests (reads too) by verb, not the benchmark client.
+    /// All requests (reads too) by verb, not the benchmark client's nor the simulated nodes'
+    /// writes (the nodes' reads cannot be told apart and are included).
     pub requests_by_verb: BTreeMap<String, f64>,
     /// Writes answered with a non-2xx code (conflicts, mostly), not the benchmark client.
     pub failed_writes: f64,
+    /// Writes of devcluster's simulated nodes (binding, pod status), not in `writes_total`.
+    pub simulated_node_writes: f64,
 }
 
 impl RequestDelta {
@@ -83,6 +102,7 @@ impl RequestDelta {
             writes_by_verb_resource: scale(&self.writes_by_verb_resource),
             requests_by_verb: scale(&self.requests_by_verb),
             failed_writes: super::stats::round(self.failed_writes / n, 2),
+            simulated_node_writes: super::stats::round(self.simulated_node_writes / n, 2),
         }
     }
 }
@@ -141,7 +161,8 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
     };
     let by_verb = |snap: &Snapshot| {
         sum_by(&snap.devcluster, DC, |s| {
-            (!is_bench(s)).then(|| s.label("verb").to_string())
+            let node_write = SIMULATED_NODE_WRITES.contains(&resource_key(s).as_str());
+            (!is_bench(s) && !node_write).then(|| s.label("verb").to_string())
         })
     };
     let failed = |snap: &Snapshot| {
@@ -150,7 +171,16 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
         })
     };
     let writes_by_verb_resource = minus(by_resource(after), &by_resource(before));
-    let writes_total = writes_by_verb_resource.values().sum();
+    let simulated_node_writes = writes_by_verb_resource
+        .iter()
+        .filter(|(k, _)| SIMULATED_NODE_WRITES.contains(&k.as_str()))
+        .map(|(_, v)| v)
+        .sum();
+    let writes_total = writes_by_verb_resource
+        .iter()
+        .filter(|(k, _)| !SIMULATED_NODE_WRITES.contains(&k.as_str()))
+        .map(|(_, v)| v)
+        .sum();
     let mut writes_by_controller = BTreeMap::new();
     for (name, samples) in &after.controllers {
         let count = |samples: &[Sample]| {
@@ -171,6 +201,7 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
         writes_by_verb_resource,
         requests_by_verb: minus(by_verb(after), &by_verb(before)),
         failed_writes: (failed(after) - failed(before)).max(0.0),
+        simulated_node_writes,
     }
 }
 
@@ -197,6 +228,7 @@ devcluster_requests_total{verb="create",resource="sandboxclaims",subresource="",
         let after = snap(
             r#"devcluster_requests_total{verb="patch",resource="sandboxes",subresource="",user_agent="",code="200"} 4
 devcluster_requests_total{verb="patch",resource="sandboxclaims",subresource="status",user_agent="",code="409"} 1
+devcluster_requests_total{verb="create",resource="pods",subresource="binding",user_agent="",code="201"} 2
 devcluster_requests_total{verb="get",resource="sandboxes",subresource="",user_agent="",code="200"} 7
 devcluster_requests_total{verb="create",resource="sandboxclaims",subresource="",user_agent="agent-sandbox-bench",code="201"} 9"#,
             r#"rest_client_requests_total{code="200",method="PATCH"} 4
@@ -204,6 +236,7 @@ rest_client_requests_total{code="200",method="GET"} 9"#,
         );
         let d = delta(&before, &after);
         assert_eq!(d.writes_total, 4.0);
+        assert_eq!(d.simulated_node_writes, 2.0);
         assert_eq!(d.writes_by_verb_resource["patch sandboxes"], 3.0);
         assert_eq!(d.writes_by_verb_resource["patch sandboxclaims/status"], 1.0);
         assert_eq!(d.failed_writes, 1.0);

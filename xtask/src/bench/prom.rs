@@ -120,3 +120,68 @@ mod tests {
         );
     }
 }
+
+/// The `q`-quantile of histogram `name` (its `_bucket` series summed over every label set),
+/// interpolated linearly inside the bucket as Prometheus' `histogram_quantile` and the
+/// reference's CI gate script do. `None` without observations.
+pub fn histogram_quantile(samples: &[Sample], name: &str, q: f64) -> Option<f64> {
+    let bucket_name = format!("{name}_bucket");
+    let mut buckets: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+    for sample in samples.iter().filter(|s| s.name == bucket_name) {
+        let le: f64 = match sample.label("le") {
+            "+Inf" => f64::INFINITY,
+            other => other.parse().ok()?,
+        };
+        // Key by the bound's bits so equal bounds from different label sets add up.
+        let entry = buckets.entry(le.to_bits()).or_insert((le, 0.0));
+        entry.1 += sample.value;
+    }
+    let mut sorted: Vec<(f64, f64)> = buckets.into_values().collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = sorted.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let mut lower_bound = 0.0;
+    let mut lower_count = 0.0;
+    for (bound, count) in sorted {
+        if count >= rank {
+            if bound.is_infinite() {
+                return Some(lower_bound);
+            }
+            let in_bucket = count - lower_count;
+            let fraction = if in_bucket > 0.0 {
+                (rank - lower_count) / in_bucket
+            } else {
+                1.0
+            };
+            return Some(lower_bound + (bound - lower_bound) * fraction);
+        }
+        lower_bound = bound;
+        lower_count = count;
+    }
+    None
+}
+
+#[cfg(test)]
+mod histogram_tests {
+    use super::*;
+
+    #[test]
+    fn quantile_interpolates_inside_the_bucket_over_all_label_sets() {
+        let text = r#"lat_bucket{launch_type="warm",le="100"} 8
+lat_bucket{launch_type="warm",le="250"} 10
+lat_bucket{launch_type="warm",le="+Inf"} 10
+lat_bucket{launch_type="cold",le="100"} 0
+lat_bucket{launch_type="cold",le="250"} 0
+lat_bucket{launch_type="cold",le="+Inf"} 10
+"#;
+        let samples = parse(text);
+        // 20 observations: 8 ≤ 100, 2 in (100, 250], 10 above 250.
+        assert_eq!(histogram_quantile(&samples, "lat", 0.2), Some(50.0));
+        assert_eq!(histogram_quantile(&samples, "lat", 0.45), Some(175.0));
+        assert_eq!(histogram_quantile(&samples, "lat", 0.99), Some(250.0));
+        assert_eq!(histogram_quantile(&samples, "missing", 0.5), None);
+    }
+}

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Ctx, bar, claim_figures, claim_samples, counters, cpu_meters, record_cpu, requests_chart,
-    warm_pools,
+    Ctx, bar, claim_figures, claim_samples, counters, cpu_meters, record_cpu,
+    reference_gate_metric, requests_chart, warm_pools,
 };
 use crate::bench::cluster::Stack;
 use crate::bench::error::BenchError;
@@ -76,6 +76,7 @@ pub async fn gate(
     let after = counters::snapshot(stack).await?;
     let delta = counters::delta(&before, &after);
     record_writes(report, &delta, n);
+    reference_gate_metric(report, &after);
     let samples = claim_samples(&watch, "gate-claim-", load_start);
     let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
     report.claims = Some(n);
@@ -158,6 +159,7 @@ pub async fn saturate(
     let after = counters::snapshot(stack).await?;
     let delta = counters::delta(&before, &after);
     record_writes(report, &delta, created);
+    reference_gate_metric(report, &after);
     let samples = claim_samples(&watch, "sat-claim-", load_start);
     let window_s = window_end - load_start;
     let bound_in_window = samples.ready_at.iter().filter(|t| **t <= window_s).count();
@@ -214,6 +216,7 @@ pub async fn cold(
     let after = counters::snapshot(stack).await?;
     let delta = counters::delta(&before, &after);
     record_writes(report, &delta, n);
+    reference_gate_metric(report, &after);
     let samples = claim_samples(&watch, "cold-claim-", load_start);
     let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
     report.claims = Some(n);
