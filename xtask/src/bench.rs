@@ -83,6 +83,11 @@ pub struct BenchArgs {
     #[arg(long, default_value = "info")]
     pub controller_log_level: String,
 
+    /// Override one scenario size, e.g. `--set scale_sandboxes=2000` (repeatable; the keys
+    /// are listed under `settings.sizes` in report.json).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sizes: Vec<String>,
+
     /// Multiplies every wait deadline (for slow machines or debug builds).
     #[arg(long, default_value_t = 1.0)]
     pub timeout_factor: f64,

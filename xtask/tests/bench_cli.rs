@@ -48,3 +48,22 @@ fn unknown_scenario_lists_the_valid_ones() {
         assert!(message.contains(name), "{name} missing from: {message}");
     }
 }
+
+#[test]
+fn size_overrides_apply_and_unknown_keys_are_named() {
+    use xtask::bench::scenario::Sizes;
+    let sizes = Sizes::full()
+        .with_overrides(&["scale_sandboxes=2000".into(), "gate_rate=37.5".into()])
+        .expect("known keys");
+    assert_eq!(sizes.scale_sandboxes, 2000);
+    assert_eq!(sizes.gate_rate, 37.5);
+    let error = Sizes::full()
+        .with_overrides(&["scale_sandbox=1".into()])
+        .expect_err("misspelt key");
+    assert!(error.to_string().contains("unknown size"), "{error}");
+    assert!(error.to_string().contains("scale_sandboxes"), "{error}");
+    let error = Sizes::full()
+        .with_overrides(&["gate_claims=many".into()])
+        .expect_err("not a number");
+    assert!(error.to_string().contains("must be a number"), "{error}");
+}

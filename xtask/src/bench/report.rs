@@ -141,6 +141,23 @@ fn map_cell(m: &BTreeMap<String, f64>, keys: &[&str]) -> String {
         .join(" / ")
 }
 
+/// Scenarios in run order (the JSON object is keyed and sorted by name).
+fn ordered(report: &Report) -> Vec<(&str, &ScenarioReport)> {
+    let mut list: Vec<(&str, &ScenarioReport)> = report
+        .scenarios
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let rank = |name: &str| {
+        super::scenario::ScenarioName::ALL
+            .iter()
+            .position(|s| s.key() == name)
+            .unwrap_or(usize::MAX)
+    };
+    list.sort_by_key(|(name, _)| rank(name));
+    list
+}
+
 /// Renders `report.md`.
 pub fn markdown(report: &Report) -> String {
     let mut md = String::new();
@@ -177,7 +194,7 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     const EXT: &str = "extensions-controller";
     const SBX: &str = "sandbox-controller";
-    for (name, s) in &report.scenarios {
+    for (name, s) in ordered(report) {
         let _ = writeln!(
             md,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |",
@@ -202,7 +219,7 @@ pub fn markdown(report: &Report) -> String {
             s.machine.load_average_end,
         );
     }
-    for (name, s) in &report.scenarios {
+    for (name, s) in ordered(report) {
         let _ = writeln!(md, "\n## {name}\n\n{}\n", s.description);
         if let Some(error) = &s.error {
             let _ = writeln!(md, "**failed:** {error}\n");

@@ -69,8 +69,9 @@ impl ScenarioName {
     ];
 }
 
-/// Sizes of every scenario (full or `--quick`).
-#[derive(Debug, Clone, serde::Serialize)]
+/// Sizes of every scenario (full or `--quick`, then `--set KEY=VALUE` overrides).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Sizes {
     pub gate_pool: u32,
     pub gate_claims: usize,
@@ -139,6 +140,39 @@ impl Sizes {
             devcluster_seconds: 0.5,
             devcluster_writers: 4,
         }
+    }
+}
+
+impl Sizes {
+    /// Applies `KEY=VALUE` overrides (keys are the field names, as `report.json` shows them
+    /// under `settings.sizes`); an unknown key or a value of the wrong type is an error naming
+    /// it.
+    pub fn with_overrides(self, overrides: &[String]) -> Result<Sizes, BenchError> {
+        let mut value = serde_json::to_value(&self)?;
+        for item in overrides {
+            let (key, raw) = item.split_once('=').ok_or_else(|| {
+                BenchError::Unavailable(format!("--set {item:?}: expected KEY=VALUE"))
+            })?;
+            let object = value
+                .as_object_mut()
+                .ok_or_else(|| BenchError::Unavailable("sizes are not an object".into()))?;
+            if !object.contains_key(key) {
+                let known: Vec<&str> = object.keys().map(String::as_str).collect();
+                return Err(BenchError::Unavailable(format!(
+                    "--set {key}: unknown size (known: {})",
+                    known.join(", ")
+                )));
+            }
+            let parsed: serde_json::Value = serde_json::from_str(raw).map_err(|_| {
+                BenchError::Unavailable(format!("--set {key}={raw}: the value must be a number"))
+            })?;
+            object.insert(key.to_string(), parsed);
+        }
+        serde_json::from_value(value).map_err(|e| {
+            BenchError::Unavailable(format!(
+                "--set: {e} (sizes are whole numbers, rates and seconds may have decimals)"
+            ))
+        })
     }
 }
 
