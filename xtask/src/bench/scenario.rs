@@ -350,21 +350,46 @@ fn record_rss(stack: &Stack, report: &mut ScenarioReport) {
     }
 }
 
-/// CPU meters for every controller, started now.
-fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> Vec<(ControllerKind, CpuMeter)> {
-    stack
+/// CPU meters for every process of the scenario, started now: the controllers (reported in
+/// `cpu_cores`), devcluster and the benchmark client itself (reported in
+/// `details.cpu_cores_other`, to show whether the server or the load generator was the limit).
+fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> Vec<(&'static str, bool, CpuMeter)> {
+    let mut meters: Vec<(&'static str, bool, CpuMeter)> = stack
         .controllers
         .iter()
-        .map(|c| (c.kind, CpuMeter::start(c.pid, ctx.ticks_per_second)))
-        .collect()
+        .map(|c| {
+            (
+                c.kind.name(),
+                true,
+                CpuMeter::start(c.pid, ctx.ticks_per_second),
+            )
+        })
+        .collect();
+    meters.push((
+        "devcluster",
+        false,
+        CpuMeter::start(stack.devcluster_pid, ctx.ticks_per_second),
+    ));
+    meters.push((
+        "bench-client",
+        false,
+        CpuMeter::start(std::process::id(), ctx.ticks_per_second),
+    ));
+    meters
 }
 
-fn record_cpu(meters: &[(ControllerKind, CpuMeter)], report: &mut ScenarioReport) {
-    for (kind, meter) in meters {
+fn record_cpu(meters: &[(&'static str, bool, CpuMeter)], report: &mut ScenarioReport) {
+    let mut other = std::collections::BTreeMap::new();
+    for (name, is_controller, meter) in meters {
         if let Some(cores) = meter.cores() {
-            report.cpu_cores.insert(kind.name().into(), round(cores, 3));
+            if *is_controller {
+                report.cpu_cores.insert((*name).into(), round(cores, 3));
+            } else {
+                other.insert(*name, round(cores, 3));
+            }
         }
     }
+    report.detail("cpu_cores_other", other);
 }
 
 /// Waits until the controllers have sent no write for `quiet` (devcluster counters), at most
