@@ -116,12 +116,13 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
             .join("bench")
     });
     std::fs::create_dir_all(&out).map_err(|e| BenchError::io("creating", &out, e))?;
-    let binaries = cluster::build(profile, !args.no_build)?;
     let sizes = if args.quick {
         Sizes::quick()
     } else {
         Sizes::full()
-    };
+    }
+    .with_overrides(&args.sizes)?;
+    let binaries = cluster::build(profile, !args.no_build)?;
     let devcluster = DevclusterOptions {
         nodes: args.nodes,
         pod_startup_delay: args.pod_startup_delay.clone(),
