@@ -22,6 +22,8 @@ pub enum Command {
     /// Write the release manifests sandbox.yaml, extensions.yaml and
     /// sandbox-with-extensions.yaml.
     Release(ReleaseArgs),
+    /// Benchmark claim latency, throughput, API writes and footprint against devcluster.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

@@ -11,6 +11,7 @@
 //!   k8s-openapi type its `apiVersion`/`kind` claims.
 //! - [`workspace`]: where the repository's files are.
 
+pub mod bench;
 pub mod cli;
 pub mod crds;
 pub mod error;

@@ -11,6 +11,13 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Crds(args) => xtask::crds::run(args.check),
         Command::Release(args) => xtask::release::run(args),
+        Command::Bench(args) => match xtask::bench::run(args) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

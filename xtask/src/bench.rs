@@ -1,0 +1,239 @@
+//! `cargo xtask bench`: claim latency, throughput, API writes and footprint of the two
+//! controllers against devcluster, every component a separate process on this machine.
+//!
+//! The run builds the binaries, then for each scenario starts a fresh devcluster (simulated
+//! nodes with a configurable pod start-up delay) and both controllers, measures devcluster's
+//! own create throughput (so figures can be read as ratios), drives the scenario's load with
+//! its own client and watch, scrapes request counters (devcluster's and each controller's) and
+//! `/proc`, and writes `report.json`, `report.md` and SVG charts into `--out`.
+//!
+//! It is a benchmark, not a test: nothing here fails on a time. `--quick` shrinks every
+//! scenario to a smoke run that checks the harness works.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`cluster`] | building, starting, killing and restarting the processes; the bench client |
+//! | [`workload`] | CRDs, templates, pools, claims, Sandboxes; open/closed-loop creates; the Ready watch |
+//! | [`scenario`] | the scenarios and their sizes |
+//! | [`counters`] | API request counters and their deltas |
+//! | [`proc_stats`] | RSS, CPU time, machine facts from `/proc` |
+//! | [`stats`] | percentiles, windows, CDF |
+//! | [`report`] | `report.json` and `report.md` |
+//! | [`svg`] | the charts |
+//! | [`prom`] | the Prometheus text reader |
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+pub mod cluster;
+pub mod counters;
+pub mod error;
+pub mod proc_stats;
+pub mod prom;
+pub mod report;
+pub mod scenario;
+pub mod stats;
+pub mod svg;
+pub mod workload;
+
+pub use error::BenchError;
+
+use cluster::{BuildProfile, DevclusterOptions};
+use report::Report;
+use scenario::{Ctx, ScenarioName, Sizes};
+
+/// Arguments of `cargo xtask bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Scenario to run (repeatable). Default: all, in the order devcluster, gate, saturate,
+    /// refill, cold, scale, writes.
+    #[arg(long = "scenario", value_enum, value_name = "NAME")]
+    pub scenarios: Vec<ScenarioName>,
+
+    /// A small, fast smoke run of every scenario (checks the harness, never a time). Builds
+    /// the dev profile unless --build-profile says otherwise.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Output directory for report.json, report.md, the charts and the processes' logs.
+    /// [default: <workspace>/target/bench]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Cargo profile of the benchmarked binaries. [default: release, dev with --quick]
+    #[arg(long, value_enum)]
+    pub build_profile: Option<BuildProfile>,
+
+    /// Use the binaries already built for the profile instead of running cargo build.
+    #[arg(long)]
+    pub no_build: bool,
+
+    /// Simulated nodes in devcluster (the reference's CI gate uses 100).
+    #[arg(long, default_value_t = 100)]
+    pub nodes: u32,
+
+    /// devcluster's time from scheduling to Running: `0`, `200ms` or a range `100ms..2s`.
+    #[arg(long, default_value = "100ms..500ms")]
+    pub pod_startup_delay: String,
+
+    /// Log filter passed to both controllers (--log-level).
+    #[arg(long, default_value = "info")]
+    pub controller_log_level: String,
+
+    /// Override one scenario size, e.g. `--set scale_sandboxes=2000` (repeatable; the keys
+    /// are listed under `settings.sizes` in report.json).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sizes: Vec<String>,
+
+    /// Multiplies every wait deadline (for slow machines or debug builds).
+    #[arg(long, default_value_t = 1.0)]
+    pub timeout_factor: f64,
+}
+
+/// Runs the benchmark. Returns an error only when the harness itself cannot run (build,
+/// output directory); a failing scenario is recorded in the report and makes the run fail at
+/// the end, after the report is written.
+pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(BenchError::Runtime)?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
+    let profile = args.build_profile.unwrap_or(if args.quick {
+        BuildProfile::Dev
+    } else {
+        BuildProfile::Release
+    });
+    let out = args.out.clone().unwrap_or_else(|| {
+        crate::workspace::workspace_root()
+            .join("target")
+            .join("bench")
+    });
+    std::fs::create_dir_all(&out).map_err(|e| BenchError::io("creating", &out, e))?;
+    let sizes = if args.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    }
+    .with_overrides(&args.sizes)?;
+    let binaries = cluster::build(profile, !args.no_build)?;
+    let devcluster = DevclusterOptions {
+        nodes: args.nodes,
+        pod_startup_delay: args.pod_startup_delay.clone(),
+    };
+    let ctx = Ctx {
+        binaries: &binaries,
+        out: &out,
+        sizes: &sizes,
+        devcluster: &devcluster,
+        controller_log_level: &args.controller_log_level,
+        ticks_per_second: proc_stats::clock_ticks_per_second(),
+        timeout_factor: if args.timeout_factor > 0.0 {
+            args.timeout_factor
+        } else {
+            1.0
+        },
+    };
+    let mut selected = if args.scenarios.is_empty() {
+        ScenarioName::ALL.to_vec()
+    } else {
+        args.scenarios.clone()
+    };
+    selected.sort();
+    selected.dedup();
+
+    let machine = proc_stats::Machine::detect();
+    let mut settings = BTreeMap::new();
+    settings.insert("nodes".to_string(), json!(args.nodes));
+    settings.insert(
+        "pod_startup_delay".to_string(),
+        json!(args.pod_startup_delay),
+    );
+    settings.insert(
+        "controller_log_level".to_string(),
+        json!(args.controller_log_level),
+    );
+    settings.insert("sizes".to_string(), serde_json::to_value(&sizes)?);
+    settings.insert(
+        "controllers".to_string(),
+        json!("separate processes, --leader-elect=false, default workers and client limits"),
+    );
+    let mut report = Report {
+        schema_version: 1,
+        command: command_line(),
+        started_at: jiff::Timestamp::now().to_string(),
+        git_commit: git_commit(),
+        quick: args.quick,
+        build_profile: profile,
+        settings,
+        machine,
+        scenarios: BTreeMap::new(),
+    };
+    for name in selected {
+        eprintln!("bench: scenario {}", name.key());
+        let scenario_report = scenario::run(name, &ctx).await;
+        eprintln!(
+            "bench: {} {} in {:.1} s",
+            name.key(),
+            scenario_report.status,
+            scenario_report.duration_s
+        );
+        report
+            .scenarios
+            .insert(name.key().to_string(), scenario_report);
+        // Write after every scenario, so a long run that is interrupted keeps what it measured.
+        write_report(&out, &report)?;
+    }
+    report.machine.finish();
+    write_report(&out, &report)?;
+    eprintln!("bench: wrote {}", out.join("report.md").display());
+    let failed: Vec<&str> = report
+        .scenarios
+        .iter()
+        .filter(|(_, s)| s.status != "ok")
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Unavailable(format!(
+            "scenario(s) failed: {}; see {}",
+            failed.join(", "),
+            out.join("report.md").display()
+        )))
+    }
+}
+
+fn write_report(out: &std::path::Path, report: &Report) -> Result<(), BenchError> {
+    let json_path = out.join("report.json");
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(&json_path, json + "\n")
+        .map_err(|e| BenchError::io("writing", &json_path, e))?;
+    let md_path = out.join("report.md");
+    std::fs::write(&md_path, report::markdown(report))
+        .map_err(|e| BenchError::io("writing", &md_path, e))?;
+    Ok(())
+}
+
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("cargo xtask {}", args.join(" "))
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(crate::workspace::workspace_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}

@@ -1,0 +1,231 @@
+//! Claim latency and throughput: `gate`, `saturate`, `cold`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    Ctx, bar, claim_figures, claim_samples, counters, cpu_meters, record_cpu,
+    reference_gate_metric, requests_chart, warm_pools,
+};
+use crate::bench::cluster::Stack;
+use crate::bench::error::BenchError;
+use crate::bench::report::ScenarioReport;
+use crate::bench::stats::round;
+use crate::bench::workload::{self, Kind, ReadyWatch, now_s};
+
+/// Fails with a clear message when creates failed.
+fn check_creates(outcome: &workload::CreateOutcome, what: &str) -> Result<(), BenchError> {
+    if outcome.failed > 0 {
+        return Err(BenchError::Unavailable(format!(
+            "{} of {} {what} creates failed; first error: {}",
+            outcome.failed,
+            outcome.failed + outcome.created,
+            outcome.first_error.as_deref().unwrap_or("unknown")
+        )));
+    }
+    Ok(())
+}
+
+/// Sets `writes_per_claim` and `requests` from a phase's delta.
+fn record_writes(report: &mut ScenarioReport, delta: &counters::RequestDelta, claims: usize) {
+    let per = delta.per(claims);
+    let mut writes = per.writes_by_controller.clone();
+    writes.insert("total".into(), per.writes_total);
+    report.writes_per_claim = Some(writes);
+    report.requests = Some(per);
+}
+
+/// `gate`: the reference's CI gate (pool 1050, 750 claims at 75/s).
+pub async fn gate(
+    stack: &mut Stack,
+    ctx: &Ctx<'_>,
+    report: &mut ScenarioReport,
+) -> Result<(), BenchError> {
+    let sizes = ctx.sizes;
+    let pools = warm_pools(stack, ctx, "gate", "gate", 1, sizes.gate_pool).await?;
+    let pool = pools[0].clone();
+    let watch = ReadyWatch::start(&stack.client, Kind::Claim).await?;
+    let before = counters::snapshot(stack).await?;
+    let meters = cpu_meters(stack, ctx);
+    let load_start = now_s();
+    let progress = bar("gate", "claims Ready", sizes.gate_claims as u64);
+    let client = stack.client.clone();
+    let outcome = workload::create_open_loop(
+        &watch,
+        "gate-claim-",
+        sizes.gate_claims,
+        Some(sizes.gate_rate),
+        move |name| {
+            let (client, pool) = (client.clone(), pool.clone());
+            async move { workload::create_claim(&client, &name, &pool).await }
+        },
+    )
+    .await;
+    check_creates(&outcome, "claim")?;
+    let n = sizes.gate_claims;
+    watch
+        .wait_until(
+            &format!("{n} claims to be Ready"),
+            ctx.timeout(60.0 + n as f64 / sizes.gate_rate),
+            &progress,
+            |w| w.ever_ready() >= n,
+        )
+        .await?;
+    progress.finish_and_clear();
+    record_cpu(&meters, report);
+    let after = counters::snapshot(stack).await?;
+    let delta = counters::delta(&before, &after);
+    record_writes(report, &delta, n);
+    reference_gate_metric(report, &after);
+    let samples = claim_samples(&watch, "gate-claim-", load_start);
+    let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
+    report.claims = Some(n);
+    report.claims_per_second = (span > 0.0).then(|| round(n as f64 / span, 1));
+    report.detail("pool_replicas", sizes.gate_pool);
+    report.detail("offered_rate_per_second", sizes.gate_rate);
+    claim_figures(report, ctx.out, "gate", &samples)?;
+    requests_chart(report, ctx.out, "gate", &delta)
+}
+
+/// `saturate`: pre-warmed pools, claims as fast as they are taken.
+pub async fn saturate(
+    stack: &mut Stack,
+    ctx: &Ctx<'_>,
+    report: &mut ScenarioReport,
+) -> Result<(), BenchError> {
+    let sizes = ctx.sizes;
+    let pools = Arc::new(
+        warm_pools(
+            stack,
+            ctx,
+            "saturate",
+            "saturate",
+            sizes.saturate_pools,
+            sizes.saturate_pool_size,
+        )
+        .await?,
+    );
+    let watch = Arc::new(ReadyWatch::start(&stack.client, Kind::Claim).await?);
+    let before = counters::snapshot(stack).await?;
+    let meters = cpu_meters(stack, ctx);
+    let load_start = now_s();
+    let window = Duration::from_secs_f64(sizes.saturate_seconds);
+    let progress = bar("saturate", "claims Ready (closed loop)", 0);
+    let client = stack.client.clone();
+    let ticker = {
+        let (watch, progress) = (watch.clone(), progress.clone());
+        tokio::spawn(async move {
+            loop {
+                progress.set_message(format!("{} claims Ready", watch.ever_ready()));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let outcome = workload::create_closed_loop(
+        watch.clone(),
+        "sat-claim-",
+        sizes.saturate_writers,
+        window,
+        sizes.saturate_max_pending,
+        move |name| {
+            let (client, pools) = (client.clone(), pools.clone());
+            async move {
+                let index: usize = name
+                    .rsplit('-')
+                    .next()
+                    .and_then(|i| i.parse().ok())
+                    .unwrap_or(0);
+                let pool = &pools[index % pools.len()];
+                workload::create_claim(&client, &name, pool).await
+            }
+        },
+    )
+    .await;
+    let window_end = now_s();
+    record_cpu(&meters, report);
+    check_creates(&outcome, "claim")?;
+    let created = outcome.created;
+    let result = watch
+        .wait_until(
+            &format!("the {created} saturate claims to be Ready"),
+            ctx.timeout(120.0),
+            &progress,
+            |w| w.ever_ready() >= created,
+        )
+        .await;
+    ticker.abort();
+    progress.finish_and_clear();
+    result?;
+    let after = counters::snapshot(stack).await?;
+    let delta = counters::delta(&before, &after);
+    record_writes(report, &delta, created);
+    reference_gate_metric(report, &after);
+    let samples = claim_samples(&watch, "sat-claim-", load_start);
+    let window_s = window_end - load_start;
+    let bound_in_window = samples.ready_at.iter().filter(|t| **t <= window_s).count();
+    report.claims = Some(created);
+    report.claims_per_second = Some(round(bound_in_window as f64 / window_s.max(1e-9), 1));
+    report.detail("window_s", round(window_s, 2));
+    report.detail("claims_bound_in_window", bound_in_window);
+    report.detail("pools", sizes.saturate_pools);
+    report.detail("pool_replicas_each", sizes.saturate_pool_size);
+    report.detail("writers", sizes.saturate_writers);
+    report.detail("max_pending", sizes.saturate_max_pending);
+    claim_figures(report, ctx.out, "saturate", &samples)?;
+    requests_chart(report, ctx.out, "saturate", &delta)
+}
+
+/// `cold`: claims against a `replicas: 0` pool.
+pub async fn cold(
+    stack: &mut Stack,
+    ctx: &Ctx<'_>,
+    report: &mut ScenarioReport,
+) -> Result<(), BenchError> {
+    let sizes = ctx.sizes;
+    let pools = warm_pools(stack, ctx, "cold", "cold", 1, 0).await?;
+    let pool = pools[0].clone();
+    let watch = ReadyWatch::start(&stack.client, Kind::Claim).await?;
+    let before = counters::snapshot(stack).await?;
+    let meters = cpu_meters(stack, ctx);
+    let load_start = now_s();
+    let progress = bar("cold", "claims Ready", sizes.cold_claims as u64);
+    let client = stack.client.clone();
+    let outcome = workload::create_open_loop(
+        &watch,
+        "cold-claim-",
+        sizes.cold_claims,
+        Some(sizes.cold_rate),
+        move |name| {
+            let (client, pool) = (client.clone(), pool.clone());
+            async move { workload::create_claim(&client, &name, &pool).await }
+        },
+    )
+    .await;
+    check_creates(&outcome, "claim")?;
+    let n = sizes.cold_claims;
+    watch
+        .wait_until(
+            &format!("{n} cold claims to be Ready"),
+            ctx.timeout(60.0 + n as f64 / sizes.cold_rate),
+            &progress,
+            |w| w.ever_ready() >= n,
+        )
+        .await?;
+    progress.finish_and_clear();
+    record_cpu(&meters, report);
+    let after = counters::snapshot(stack).await?;
+    let delta = counters::delta(&before, &after);
+    record_writes(report, &delta, n);
+    reference_gate_metric(report, &after);
+    let samples = claim_samples(&watch, "cold-claim-", load_start);
+    let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
+    report.claims = Some(n);
+    report.claims_per_second = (span > 0.0).then(|| round(n as f64 / span, 1));
+    report.detail("offered_rate_per_second", sizes.cold_rate);
+    report.detail(
+        "pod_startup_delay",
+        ctx.devcluster.pod_startup_delay.clone(),
+    );
+    claim_figures(report, ctx.out, "cold", &samples)?;
+    requests_chart(report, ctx.out, "cold", &delta)
+}

@@ -1,0 +1,69 @@
+//! `cargo xtask bench` command line: the flags CI and docs/performance.md use parse, and an
+//! unknown scenario is refused with the list of valid names.
+
+use clap::Parser;
+use xtask::bench::scenario::ScenarioName;
+use xtask::cli::{Cli, Command};
+
+#[test]
+fn quick_run_with_selected_scenarios_parses() {
+    let cli = Cli::try_parse_from([
+        "cargo xtask",
+        "bench",
+        "--quick",
+        "--scenario",
+        "gate",
+        "--scenario",
+        "writes",
+        "--out",
+        "/tmp/x",
+    ])
+    .expect("valid command line");
+    let Command::Bench(args) = cli.command else {
+        panic!("expected the bench verb");
+    };
+    assert!(args.quick);
+    assert_eq!(
+        args.scenarios,
+        vec![ScenarioName::Gate, ScenarioName::Writes]
+    );
+    assert_eq!(args.out.as_deref(), Some(std::path::Path::new("/tmp/x")));
+    assert_eq!(args.nodes, 100);
+}
+
+#[test]
+fn unknown_scenario_lists_the_valid_ones() {
+    let error = Cli::try_parse_from(["cargo xtask", "bench", "--scenario", "fastest"])
+        .expect_err("unknown scenario must be refused");
+    let message = error.to_string();
+    for name in [
+        "gate",
+        "saturate",
+        "refill",
+        "cold",
+        "scale",
+        "writes",
+        "devcluster",
+    ] {
+        assert!(message.contains(name), "{name} missing from: {message}");
+    }
+}
+
+#[test]
+fn size_overrides_apply_and_unknown_keys_are_named() {
+    use xtask::bench::scenario::Sizes;
+    let sizes = Sizes::full()
+        .with_overrides(&["scale_sandboxes=2000".into(), "gate_rate=37.5".into()])
+        .expect("known keys");
+    assert_eq!(sizes.scale_sandboxes, 2000);
+    assert_eq!(sizes.gate_rate, 37.5);
+    let error = Sizes::full()
+        .with_overrides(&["scale_sandbox=1".into()])
+        .expect_err("misspelt key");
+    assert!(error.to_string().contains("unknown size"), "{error}");
+    assert!(error.to_string().contains("scale_sandboxes"), "{error}");
+    let error = Sizes::full()
+        .with_overrides(&["gate_claims=many".into()])
+        .expect_err("not a number");
+    assert!(error.to_string().contains("must be a number"), "{error}");
+}
