@@ -61,6 +61,18 @@ async fn config_from_kubeconfig_paths(paths: &Path) -> Result<Config, Error> {
         .map_err(wrap)
 }
 
+/// Sends `User-Agent: <binary>/<version>` on every request, as client-go does, so API-server
+/// request counters and audit logs can tell the controllers apart. Replaces any earlier value.
+pub fn set_user_agent(config: &mut Config, binary: &str) {
+    let agent = format!("{binary}/v{}", env!("CARGO_PKG_VERSION"));
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+}
+
 /// Builds a client for `config` with the rate limit applied to every request.
 pub fn client_with_rate_limit(config: Config, limit: RateLimit) -> Result<Client, Error> {
     install_crypto_provider();
@@ -136,6 +148,23 @@ mod tests {
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\n    namespace: ops\nusers:\n- name: {context}\n  user:\n    token: test-token\n"
         )
+    }
+
+    #[test]
+    fn user_agent_names_the_binary_once() {
+        let mut config = Config::new("http://127.0.0.1:1".parse().unwrap());
+        set_user_agent(&mut config, "first");
+        set_user_agent(&mut config, "sandbox-controller");
+        let agents: Vec<_> = config
+            .headers
+            .iter()
+            .filter(|(name, _)| name == http::header::USER_AGENT)
+            .map(|(_, value)| value.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            agents,
+            [format!("sandbox-controller/v{}", env!("CARGO_PKG_VERSION"))]
+        );
     }
 
     #[tokio::test]

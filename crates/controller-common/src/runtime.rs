@@ -191,7 +191,8 @@ impl Runtime {
     /// controller exhausting `--kube-api-qps` cannot delay Lease renewals past the deadline.
     pub async fn init(args: &CommonArgs, spec: RunSpec) -> Result<Runtime, Error> {
         let telemetry = crate::telemetry::init(args, &spec.service_name)?;
-        let config = crate::client::load_config(args).await?;
+        let mut config = crate::client::load_config(args).await?;
+        crate::client::set_user_agent(&mut config, &spec.service_name);
         let limit = RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst);
         let requests = RequestMetrics::new();
         let client = crate::client::instrumented_client(config.clone(), limit, &requests)?;
