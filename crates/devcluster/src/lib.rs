@@ -3,6 +3,15 @@
 //! It serves the Kubernetes REST and watch protocol from memory so that kubectl, kube-rs and the
 //! Python `kubernetes` client work against it unmodified. It is the ground for every end-to-end
 //! test and benchmark of agent-sandbox, and the newcomer's one-command cluster.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), devcluster::StartError> {
+//! let running = devcluster::DevCluster::start(devcluster::Config::ephemeral()).await?;
+//! let client = running.client();          // a kube::Client talking to it
+//! println!("kubeconfig at {}", running.kubeconfig_path().display());
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
 
 // Pure API machinery (no I/O).
 pub mod patch;
@@ -14,3 +23,26 @@ pub mod kubeconfig;
 pub mod nodes;
 pub mod observe;
 pub mod tls;
+
+// The API server.
+mod api_error;
+mod cluster;
+mod config;
+mod crd;
+mod discovery;
+mod gc;
+mod kinds;
+mod list_filter;
+mod meta;
+mod patch_glue;
+mod registry;
+mod rest;
+mod schema_glue;
+mod server;
+mod store;
+mod table_glue;
+mod watch;
+
+pub use api_error::{ApiError, Cause};
+pub use cluster::{DevCluster, Running, StartError};
+pub use config::Config;

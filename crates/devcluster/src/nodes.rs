@@ -1,1 +1,477 @@
-//! (being written)
+//! Simulated nodes: a scheduler, kubelets and a volume binder that make pods and claims live.
+//!
+//! The agent is an ordinary API client (kube-runtime controllers on pods and PVCs), so it
+//! exercises the server exactly as a real scheduler and kubelet would:
+//!
+//! - a pod without `spec.nodeName` (and no other `schedulerName`) is bound to one of
+//!   `devcluster-node-0..N` with `POST pods/NAME/binding`, or, for the configured fraction, gets
+//!   `PodScheduled=False` with reason `Unschedulable` and stays Pending;
+//! - after the startup delay, a pod bound to one of our nodes gets its status (strategic merge
+//!   patch on `pods/NAME/status`, field manager `kubelet`): `Running` with `Initialized`,
+//!   `ContainersReady`, `Ready`, `PodScheduled` (and `PodReadyToStartContainers`), `podIP(s)` from
+//!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
+//!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
+//! - a terminating pod (`deletionTimestamp` set) is deleted with `gracePeriodSeconds=0` and a uid
+//!   precondition after `min(grace period, termination delay)`;
+//! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
+//!   modes (merge patch on `persistentvolumeclaims/NAME/status`).
+//!
+//! Decisions are per pod, from the seed and the pod's uid (`fate.rs`), so a restarted agent
+//! repeats them; everything is re-derived from a fresh list. Failed API calls are retried per
+//! object with exponential back-off (100 ms doubling to 5 s).
+//!
+//! Not simulated: probes (containers are ready as soon as they start), images, resources and
+//! node capacity, Node objects, Events, evictions, `WaitForFirstConsumer` volume binding,
+//! PersistentVolume objects.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+mod config;
+mod fate;
+mod ip_pool;
+mod plan;
+pub mod status;
+
+pub use config::{Delay, FailureMode, MAX_NODES, NodeConfig, NodeConfigError, parse_duration};
+pub use fate::{PodFate, pod_fate};
+pub use ip_pool::IpPool;
+pub use plan::{DEFAULT_SCHEDULER, PodStep, next_step};
+
+/// Field manager of the scheduler's writes (binding, `Unschedulable`).
+pub const SCHEDULER_MANAGER: &str = "kube-scheduler";
+/// Field manager of the kubelet's writes (pod status, deletion).
+pub const KUBELET_MANAGER: &str = "kubelet";
+/// Field manager of the volume binder's writes.
+pub const VOLUME_BINDER_MANAGER: &str = "persistentvolume-binder";
+
+const BACKOFF_START: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A failed step of the agent (retried with back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeAgentError {
+    #[error("{action} {object}: {source}")]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no free pod IP left in 127.2.0.0-127.255.255.254")]
+    PodIpsExhausted,
+}
+
+struct AgentState {
+    client: kube::Client,
+    cfg: NodeConfig,
+    pool: Mutex<IpPool>,
+    /// When the agent first knew each pod (by uid) bound to one of its nodes.
+    bound_since: Mutex<HashMap<String, Instant>>,
+    /// Consecutive failures per object, for back-off.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Starts the simulated nodes; they run until `shutdown` is cancelled.
+///
+/// An invalid configuration is logged as an error and the task ends at once (validate with
+/// [`NodeConfig::validate`] first to report it to a user).
+pub fn spawn_node_agent(
+    client: kube::Client,
+    cfg: NodeConfig,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(err) = cfg.validate() {
+            tracing::error!(error = %err, "simulated nodes not started: invalid configuration");
+            return;
+        }
+        let state = Arc::new(AgentState {
+            client: client.clone(),
+            cfg: cfg.clone(),
+            pool: Mutex::new(IpPool::default()),
+            bound_since: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        });
+        if !seed_ip_pool(&state, &shutdown).await {
+            return;
+        }
+        let controller_config = controller::Config::default().concurrency(cfg.concurrency);
+        let pod_controller =
+            Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default())
+                .with_config(controller_config.clone())
+                .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        let sweeper =
+            sweep_forgotten_pods(pod_controller.store(), Arc::clone(&state), shutdown.clone());
+        let pods = pod_controller
+            .run(reconcile_pod, pod_error_policy, Arc::clone(&state))
+            .for_each(|_| async {});
+        let claims = Controller::new(
+            Api::<PersistentVolumeClaim>::all(client),
+            watcher::Config::default(),
+        )
+        .with_config(controller_config)
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(reconcile_claim, claim_error_policy, state)
+        .for_each(|_| async {});
+        tokio::join!(pods, claims, sweeper);
+    })
+}
+
+/// How often pod bookkeeping (IPs, start clocks, failure counts) is pruned of pods that are gone.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Pods deleted by others (grace period 0, namespace deletion ...) never come back to the
+/// reconciler, so their bookkeeping is dropped periodically against the watch cache.
+async fn sweep_forgotten_pods(
+    store: kube::runtime::reflector::Store<Pod>,
+    state: Arc<AgentState>,
+    shutdown: CancellationToken,
+) {
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        ready = store.wait_until_ready() => if ready.is_err() { return },
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+        }
+        let pods = store.state();
+        let live_uids: std::collections::HashSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        let live_keys: std::collections::HashSet<String> = pods
+            .iter()
+            .map(|p| {
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                format!("pod/{ns}/{name}")
+            })
+            .collect();
+        if let Ok(mut pool) = state.pool.lock() {
+            pool.retain(|uid| live_uids.contains(uid));
+        }
+        if let Ok(mut bound) = state.bound_since.lock() {
+            bound.retain(|uid, _| live_uids.contains(uid.as_str()));
+        }
+        if let Ok(mut failures) = state.failures.lock() {
+            failures.retain(|key, _| !key.starts_with("pod/") || live_keys.contains(key));
+        }
+    }
+}
+
+/// Learns the pod IPs already in use, so a restarted agent does not hand them out again.
+/// Returns false when shut down first.
+async fn seed_ip_pool(state: &AgentState, shutdown: &CancellationToken) -> bool {
+    let api = Api::<Pod>::all(state.client.clone());
+    let mut delay = BACKOFF_START;
+    let params = kube::api::ListParams::default();
+    loop {
+        let result = tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            result = api.list(&params) => result,
+        };
+        match result {
+            Ok(list) => {
+                if let Ok(mut pool) = state.pool.lock() {
+                    for pod in &list.items {
+                        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                        for ip in pod_ips(pod) {
+                            pool.observe(uid, ip);
+                        }
+                    }
+                }
+                return true;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in = ?delay, "listing pods to learn used pod IPs failed");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return false,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+fn pod_ips(pod: &Pod) -> Vec<&str> {
+    let Some(status) = pod.status.as_ref() else {
+        return Vec::new();
+    };
+    let mut ips: Vec<&str> = status.pod_ip.as_deref().into_iter().collect();
+    for ip in status.pod_ips.iter().flatten() {
+        if !ips.contains(&ip.ip.as_str()) {
+            ips.push(ip.ip.as_str());
+        }
+    }
+    ips
+}
+
+fn describe(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+/// Treats "gone" (404) and "someone else got there first" (409) as done: the next watch event
+/// brings the new state.
+fn settled(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 404 || status.code == 409)
+}
+
+async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, NodeAgentError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let key = format!("pod/{ns}/{name}");
+    let fate = pod_fate(&state.cfg, &uid);
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let ours = node_name.is_some_and(|n| state.cfg.node_index(n).is_some());
+    // The startup clock only matters until the pod is started.
+    let waiting_to_start =
+        ours && pod.metadata.deletion_timestamp.is_none() && !status::is_started(&pod);
+    let since_bound = if waiting_to_start {
+        let mut bound = state.bound_since.lock().unwrap_or_else(|e| e.into_inner());
+        bound
+            .entry(uid.clone())
+            .or_insert_with(Instant::now)
+            .elapsed()
+    } else {
+        Duration::ZERO
+    };
+    if ours && let Ok(mut pool) = state.pool.lock() {
+        for ip in pod_ips(&pod) {
+            pool.observe(&uid, ip);
+        }
+    }
+
+    let api = Api::<Pod>::namespaced(state.client.clone(), &ns);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let now_text = status::format_time(now);
+    let step = next_step(&pod, &state.cfg, &fate, since_bound, now);
+    tracing::trace!(pod = %describe(&ns, &name), ?step, "simulated node step");
+    let result = match step {
+        PodStep::Ignore => Ok(Action::await_change()),
+        PodStep::StartAfter(wait) | PodStep::DeleteAfter(wait) => Ok(Action::requeue(wait)),
+        PodStep::Bind { node } => {
+            let body = status::binding(&ns, &name, pod.metadata.uid.as_deref(), &node);
+            let params = PostParams {
+                dry_run: false,
+                field_manager: Some(SCHEDULER_MANAGER.into()),
+            };
+            match api
+                .create_subresource::<_, serde_json::Value>("binding", &name, &params, &body)
+                .await
+            {
+                Ok(_) => {
+                    if let Ok(mut bound) = state.bound_since.lock() {
+                        bound.entry(uid.clone()).or_insert_with(Instant::now);
+                    }
+                    Ok(Action::await_change())
+                }
+                Err(err) if settled(&err) => Ok(Action::await_change()),
+                Err(source) => Err(NodeAgentError::Api {
+                    action: "binding",
+                    object: describe(&ns, &name),
+                    source,
+                }),
+            }
+        }
+        PodStep::MarkUnschedulable => {
+            let patch = status::unschedulable_patch(&pod, state.cfg.nodes, &now_text);
+            patch_pod_status(&api, &ns, &name, SCHEDULER_MANAGER, patch).await
+        }
+        PodStep::Start {
+            node_index,
+            outcome,
+        } => {
+            let node_ip = NodeConfig::node_ip(node_index).to_string();
+            let host_network = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.host_network)
+                .unwrap_or(false);
+            let pod_ip = if host_network {
+                node_ip.clone()
+            } else {
+                let allocated = state
+                    .pool
+                    .lock()
+                    .ok()
+                    .and_then(|mut pool| pool.allocate(&uid));
+                match allocated {
+                    Some(ip) => ip.to_string(),
+                    None => return Err(NodeAgentError::PodIpsExhausted),
+                }
+            };
+            let ctx = status::StartContext {
+                node_ip: &node_ip,
+                pod_ip: &pod_ip,
+                now: &now_text,
+                outcome,
+            };
+            let patch = status::start_patch(&pod, &ctx);
+            let result = patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await;
+            if result.is_ok()
+                && let Ok(mut bound) = state.bound_since.lock()
+            {
+                bound.remove(&uid);
+            }
+            result
+        }
+        PodStep::Delete => {
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => {
+                    forget_pod(&state, &uid);
+                    Ok(Action::await_change())
+                }
+                Err(err) if settled(&err) => {
+                    forget_pod(&state, &uid);
+                    Ok(Action::await_change())
+                }
+                Err(source) => Err(NodeAgentError::Api {
+                    action: "deleting",
+                    object: describe(&ns, &name),
+                    source,
+                }),
+            }
+        }
+    };
+    if result.is_ok() {
+        clear_failures(&state, &key);
+    }
+    result
+}
+
+fn forget_pod(state: &AgentState, uid: &str) {
+    if let Ok(mut pool) = state.pool.lock() {
+        pool.release(uid);
+    }
+    if let Ok(mut bound) = state.bound_since.lock() {
+        bound.remove(uid);
+    }
+}
+
+async fn patch_pod_status(
+    api: &Api<Pod>,
+    ns: &str,
+    name: &str,
+    manager: &str,
+    patch: serde_json::Value,
+) -> Result<Action, NodeAgentError> {
+    let params = PatchParams {
+        field_manager: Some(manager.to_string()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch_status(name, &params, &Patch::Strategic(patch))
+        .await
+    {
+        Ok(_) => Ok(Action::await_change()),
+        Err(err) if settled(&err) => Ok(Action::await_change()),
+        Err(source) => Err(NodeAgentError::Api {
+            action: "patching status of",
+            object: describe(ns, name),
+            source,
+        }),
+    }
+}
+
+async fn reconcile_claim(
+    pvc: Arc<PersistentVolumeClaim>,
+    state: Arc<AgentState>,
+) -> Result<Action, NodeAgentError> {
+    if pvc.metadata.deletion_timestamp.is_some()
+        || pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+    {
+        return Ok(Action::await_change());
+    }
+    let ns = pvc.metadata.namespace.clone().unwrap_or_default();
+    let name = pvc.metadata.name.clone().unwrap_or_default();
+    let api = Api::<PersistentVolumeClaim>::namespaced(state.client.clone(), &ns);
+    let params = PatchParams {
+        field_manager: Some(VOLUME_BINDER_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let patch = status::pvc_bound_patch(&pvc);
+    match api.patch_status(&name, &params, &Patch::Merge(patch)).await {
+        Ok(_) => {
+            clear_failures(&state, &format!("pvc/{ns}/{name}"));
+            Ok(Action::await_change())
+        }
+        Err(err) if settled(&err) => Ok(Action::await_change()),
+        Err(source) => Err(NodeAgentError::Api {
+            action: "binding claim",
+            object: describe(&ns, &name),
+            source,
+        }),
+    }
+}
+
+fn clear_failures(state: &AgentState, key: &str) {
+    if let Ok(mut failures) = state.failures.lock() {
+        failures.remove(key);
+    }
+}
+
+/// Exponential back-off per object: 100 ms, 200 ms, ... up to 5 s.
+fn backoff(state: &AgentState, key: String, err: &NodeAgentError) -> Action {
+    let attempts = state
+        .failures
+        .lock()
+        .map(|mut failures| {
+            let n = failures.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = BACKOFF_START
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(16))
+        .min(BACKOFF_MAX);
+    tracing::warn!(object = %key, error = %err, attempts, retry_in = ?delay, "simulated node step failed");
+    Action::requeue(delay)
+}
+
+fn pod_error_policy(pod: Arc<Pod>, err: &NodeAgentError, state: Arc<AgentState>) -> Action {
+    let key = ObjectRef::from_obj(pod.as_ref());
+    backoff(
+        &state,
+        format!("pod/{}/{}", key.namespace.unwrap_or_default(), key.name),
+        err,
+    )
+}
+
+fn claim_error_policy(
+    pvc: Arc<PersistentVolumeClaim>,
+    err: &NodeAgentError,
+    state: Arc<AgentState>,
+) -> Action {
+    let key = ObjectRef::from_obj(pvc.as_ref());
+    backoff(
+        &state,
+        format!("pvc/{}/{}", key.namespace.unwrap_or_default(), key.name),
+        err,
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,226 @@
+//! Errors as the API server reports them: every one becomes a `meta.k8s.io/v1` `Status` body.
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// One cause of a 422 `Invalid` (`details.causes[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+/// An error answer of the API server.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    /// `details` of the Status (name, group, kind, causes).
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn not_found_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// `pods "x" not found`, `sandboxes.agents.x-k8s.io "x" not found`.
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        );
+        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e
+    }
+
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, plural)),
+        );
+        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e
+    }
+
+    /// 409 `Conflict` (stale resourceVersion, failed preconditions).
+    pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, plural)
+            ),
+        );
+        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e
+    }
+
+    pub fn stale(group: &str, plural: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 `Invalid` with field causes, worded like the real server:
+    /// `Sandbox.agents.x-k8s.io "x" is invalid: spec.replicas: Invalid value: ...`.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let joined = causes
+            .iter()
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
+            .collect::<Vec<_>>();
+        let summary = if joined.len() == 1 {
+            joined[0].clone()
+        } else {
+            format!("[{}]", joined.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
+        );
+        e.details = Some(json!({
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
+        }));
+        e
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type:?})"
+            ),
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        crate::server::json_response(code, &self.to_status())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_the_qualified_resource() {
+        let e = ApiError::not_found("agents.x-k8s.io", "sandboxes", "box");
+        let s = e.to_status();
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["message"], "sandboxes.agents.x-k8s.io \"box\" not found");
+        assert_eq!(
+            ApiError::not_found("", "pods", "p").message,
+            "pods \"p\" not found"
+        );
+    }
+
+    #[test]
+    fn invalid_lists_field_causes() {
+        let e = ApiError::invalid(
+            "agents.x-k8s.io",
+            "Sandbox",
+            "box",
+            vec![Cause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value".into(),
+                field: "spec.podTemplate".into(),
+            }],
+        );
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "Sandbox.agents.x-k8s.io \"box\" is invalid: spec.podTemplate: Required value"
+        );
+        assert_eq!(
+            e.to_status()["details"]["causes"][0]["field"],
+            "spec.podTemplate"
+        );
+    }
+}

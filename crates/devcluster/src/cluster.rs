@@ -1,0 +1,299 @@
+//! Starting and stopping a devcluster: listener, HTTP server, in-process controllers,
+//! kubeconfig and a ready `kube::Client`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::observe::Observer;
+use crate::registry::Registry;
+use crate::server::{AppState, ServerOptions, SharedState};
+use crate::store::{Store, WriteOp};
+
+/// Why a devcluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    TokenFile(#[from] crate::kubeconfig::TokenFileError),
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot build a client for {url}: {message}")]
+    Client { url: String, message: String },
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Observer(#[from] crate::observe::ObserveError),
+    #[error("invalid node configuration: {0}")]
+    Nodes(#[from] crate::nodes::NodeConfigError),
+}
+
+/// Entry point.
+pub struct DevCluster;
+
+impl DevCluster {
+    /// Start serving in this process; returns once the listener is bound, the initial namespaces
+    /// exist and the kubeconfig is written.
+    pub async fn start(config: Config) -> Result<Running, StartError> {
+        let tokens = match &config.token_file {
+            Some(path) => Some(crate::kubeconfig::TokenFile::load(path)?),
+            None => None,
+        };
+        if config.node_agent {
+            config.nodes.validate()?;
+        }
+        let observer = Arc::new(Observer::new(config.observer.clone())?);
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let tls = if config.tls {
+            Some(crate::tls::generate_tls(&[addr.ip().to_string()])?)
+        } else {
+            None
+        };
+        let shutdown = CancellationToken::new();
+        let state: SharedState = Arc::new(AppState {
+            store: Store::new(config.history_limit, config.watch_buffer),
+            registry: Registry::with_builtins(),
+            options: ServerOptions {
+                bookmark_interval: config.bookmark_interval,
+                // Graceful pod deletion needs a kubelet to finish it; without the node agent pods
+                // go at once.
+                node_agent: config.node_agent,
+                tokens,
+            },
+            service_ips: Default::default(),
+            shutdown: shutdown.clone(),
+        });
+        seed(&state, &config);
+        let url = match &tls {
+            Some(_) => format!("https://{addr}"),
+            None => format!("http://{addr}"),
+        };
+        let kubeconfig_path = match &config.kubeconfig_path {
+            Some(p) => p.clone(),
+            None => std::env::temp_dir()
+                .join(format!("devcluster-{}-{}", std::process::id(), addr.port()))
+                .join("kubeconfig"),
+        };
+        crate::kubeconfig::write_kubeconfig(
+            &kubeconfig_path,
+            &url,
+            tls.as_ref().map(|t| t.ca_pem.as_str()),
+            &config.token,
+        )
+        .map_err(|source| StartError::Kubeconfig {
+            path: kubeconfig_path.clone(),
+            source,
+        })?;
+        let mut tasks = Vec::new();
+        tasks.push(crate::gc::spawn(state.clone(), shutdown.clone()));
+        let metrics_observer = observer.clone();
+        let app = crate::server::router(state.clone()).route(
+            "/metrics",
+            axum::routing::get(move || {
+                let o = metrics_observer.clone();
+                async move {
+                    (
+                        [(
+                            http::header::CONTENT_TYPE,
+                            crate::observe::PROMETHEUS_CONTENT_TYPE,
+                        )],
+                        o.render_prometheus(),
+                    )
+                }
+            }),
+        );
+        let app = observer.layer(app);
+        let stop = shutdown.clone();
+        match tls {
+            Some(material) => tasks.push(tokio::spawn(async move {
+                if let Err(e) = crate::tls::serve_tls(listener, app, &material, stop).await {
+                    tracing::error!(error = %e, "TLS server stopped");
+                }
+            })),
+            None => tasks.push(tokio::spawn(async move {
+                let service = app.into_make_service_with_connect_info::<SocketAddr>();
+                if let Err(e) = axum::serve(listener, service)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "server stopped");
+                }
+            })),
+        }
+        let client = build_client(&kubeconfig_path, &url).await?;
+        if config.node_agent {
+            tasks.push(crate::nodes::spawn_node_agent(
+                client.clone(),
+                config.nodes.clone(),
+                shutdown.clone(),
+            ));
+        }
+        Ok(Running {
+            addr,
+            url,
+            kubeconfig_path,
+            client,
+            state,
+            observer,
+            shutdown,
+            tasks,
+        })
+    }
+}
+
+async fn build_client(kubeconfig: &Path, url: &str) -> Result<kube::Client, StartError> {
+    let err = |message: String| StartError::Client {
+        url: url.to_string(),
+        message,
+    };
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| err(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    kube::Client::try_from(cfg).map_err(|e| err(e.to_string()))
+}
+
+/// The objects a fresh cluster has.
+fn seed(state: &SharedState, config: &Config) {
+    let mut namespaces: Vec<String> = [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "agent-sandbox-system",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    namespaces.extend(config.extra_namespaces.iter().cloned());
+    let now = crate::meta::now_rfc3339();
+    for ns in namespaces {
+        let obj = json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ns,
+                "uid": crate::meta::new_uid(),
+                "creationTimestamp": now,
+                "labels": {"kubernetes.io/metadata.name": ns},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        let _ = state
+            .store
+            .write::<()>("namespaces", "", &ns, |_, _| Ok(WriteOp::Put(obj)));
+    }
+    state.service_ips.reserve("10.96.0.1");
+    let svc = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "uid": crate::meta::new_uid(),
+            "creationTimestamp": now,
+            "labels": {"component": "apiserver", "provider": "kubernetes"},
+        },
+        "spec": {
+            "clusterIP": "10.96.0.1",
+            "clusterIPs": ["10.96.0.1"],
+            "type": "ClusterIP",
+            "sessionAffinity": "None",
+            "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Cluster",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+        },
+        "status": {"loadBalancer": {}},
+    });
+    let _ = state
+        .store
+        .write::<()>("services", "default", "kubernetes", |_, _| {
+            Ok(WriteOp::Put(svc))
+        });
+}
+
+/// A running devcluster.
+pub struct Running {
+    addr: SocketAddr,
+    url: String,
+    kubeconfig_path: PathBuf,
+    client: kube::Client,
+    state: SharedState,
+    observer: Arc<Observer>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The kubeconfig written at start.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// A `kube::Client` for this cluster (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.state.store.current_rv()
+    }
+
+    /// Fault injection: drop the watch history, so every watch resuming from an older
+    /// resourceVersion gets ERROR 410 `Expired`.
+    pub fn compact_history(&self) {
+        self.state.store.compact();
+    }
+
+    /// Request counters, audit log and fault injection of this cluster.
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
+    }
+
+    /// A token cancelled when the cluster stops.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stop serving: open watches end, in-process controllers stop.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! CustomResourceDefinitions: checking a CRD write, its status (NamesAccepted, Established),
+//! turning it into a served resource at once, and the custom-resource write pipeline
+//! (prune, default, validate).
+
+use serde_json::{Value, json};
+
+use crate::api_error::{ApiError, Cause};
+use crate::registry::{ResourceInfo, ScaleSpec};
+use crate::server::SharedState;
+use crate::store::WriteOutcome;
+
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn invalid(field: &str, reason: &str, message: String) -> Cause {
+    Cause {
+        reason: reason.into(),
+        message,
+        field: field.into(),
+    }
+}
+
+/// Validate a CRD and fill in what the API server maintains (status, cleanup finalizer).
+pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
+    let mut causes = Vec::new();
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let group = spec.get("group").and_then(Value::as_str).unwrap_or("");
+    let names = spec.get("names").cloned().unwrap_or(Value::Null);
+    let plural = names.get("plural").and_then(Value::as_str).unwrap_or("");
+    let kind = names.get("kind").and_then(Value::as_str).unwrap_or("");
+    if group.is_empty() {
+        causes.push(invalid(
+            "spec.group",
+            "FieldValueRequired",
+            "Required value".into(),
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(invalid(
+            "spec.names.plural",
+            "FieldValueRequired",
+            "Required value".into(),
+        ));
+    }
+    if kind.is_empty() {
+        causes.push(invalid(
+            "spec.names.kind",
+            "FieldValueRequired",
+            "Required value".into(),
+        ));
+    }
+    let name = crate::meta::meta_str(obj, "name").unwrap_or("").to_string();
+    if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(invalid(
+            "metadata.name",
+            "FieldValueInvalid",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    match spec.get("scope").and_then(Value::as_str) {
+        Some("Namespaced") | Some("Cluster") => {}
+        Some(other) => causes.push(invalid(
+            "spec.scope",
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
+        )),
+        None => causes.push(invalid(
+            "spec.scope",
+            "FieldValueRequired",
+            "Required value".into(),
+        )),
+    }
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if versions.is_empty() {
+        causes.push(invalid(
+            "spec.versions",
+            "FieldValueInvalid",
+            "Invalid value: null: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    let storage: Vec<&Value> = versions.iter().filter(|v| v["storage"] == true).collect();
+    if !versions.is_empty() && storage.len() != 1 {
+        causes.push(invalid(
+            "spec.versions",
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {:?}: must have exactly one version marked as storage version",
+                versions
+                    .iter()
+                    .map(|v| v["name"].as_str().unwrap_or(""))
+                    .collect::<Vec<_>>()
+            ),
+        ));
+    }
+    if causes.is_empty() {
+        causes.extend(crate::schema_glue::check_crd(obj));
+    }
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    let now = crate::meta::now_rfc3339();
+    let mut accepted = json!({"plural": plural, "kind": kind});
+    for key in ["singular", "shortNames", "listKind", "categories"] {
+        if let Some(v) = names.get(key) {
+            accepted[key] = v.clone();
+        }
+    }
+    if accepted.get("singular").is_none() {
+        accepted["singular"] = json!(kind.to_lowercase());
+    }
+    if accepted.get("listKind").is_none() {
+        accepted["listKind"] = json!(format!("{kind}List"));
+    }
+    let stored = storage
+        .first()
+        .and_then(|v| v["name"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let mut stored_versions: Vec<String> = obj
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !stored_versions.contains(&stored) {
+        stored_versions.push(stored);
+    }
+    let terminating = obj.pointer("/metadata/deletionTimestamp").is_some();
+    // Normalize names in spec as the defaulting of a real server does.
+    if let Some(n) = obj.pointer_mut("/spec/names")
+        && n.is_object()
+    {
+        n["singular"] = accepted["singular"].clone();
+        n["listKind"] = accepted["listKind"].clone();
+    }
+    let mut status =
+        json!({"acceptedNames": accepted, "storedVersions": stored_versions, "conditions": []});
+    if let Some(c) = obj.pointer("/status/conditions") {
+        status["conditions"] = c.clone();
+    }
+    obj["status"] = status;
+    crate::kinds::set_condition(
+        obj,
+        "NamesAccepted",
+        "True",
+        Some("NoConflicts"),
+        Some("no conflicts found"),
+        &now,
+    );
+    crate::kinds::set_condition(
+        obj,
+        "Established",
+        "True",
+        Some("InitialNamesAccepted"),
+        Some("the initial names have been accepted"),
+        &now,
+    );
+    if terminating {
+        crate::kinds::set_condition(
+            obj,
+            "Terminating",
+            "True",
+            Some("InstanceDeletionInProgress"),
+            Some("CustomResource deletion is in progress"),
+            &now,
+        );
+    } else {
+        let mut fins = crate::meta::finalizers(obj);
+        if !fins.iter().any(|f| f == CLEANUP_FINALIZER) {
+            fins.push(CLEANUP_FINALIZER.into());
+            crate::meta::set_finalizers(obj, fins);
+        }
+    }
+    // Clean the lastProbeTime key set_condition adds for pods; CRD conditions do not carry it.
+    if let Some(Value::Array(conds)) = obj.pointer_mut("/status/conditions") {
+        for c in conds {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastProbeTime");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The served resource described by a CRD.
+pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
+    let spec = crd.get("spec")?;
+    let group = spec.get("group")?.as_str()?.to_string();
+    let names = spec.get("names")?;
+    let plural = names.get("plural")?.as_str()?.to_string();
+    let kind = names.get("kind")?.as_str()?.to_string();
+    let versions = spec.get("versions")?.as_array()?;
+    let mut served: Vec<&Value> = versions.iter().filter(|v| v["served"] != false).collect();
+    served.sort_by_key(|v| v["storage"] != true);
+    let storage = served.first()?;
+    let strings = |key: &str| -> Vec<String> {
+        names
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let scale = storage.pointer("/subresources/scale").map(|s| ScaleSpec {
+        spec_replicas_path: s["specReplicasPath"]
+            .as_str()
+            .unwrap_or(".spec.replicas")
+            .to_string(),
+        status_replicas_path: s["statusReplicasPath"]
+            .as_str()
+            .unwrap_or(".status.replicas")
+            .to_string(),
+        label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
+    });
+    Some(ResourceInfo {
+        group,
+        versions: served
+            .iter()
+            .filter_map(|v| v["name"].as_str().map(String::from))
+            .collect(),
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        list_kind: names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| format!("{kind}List")),
+        plural,
+        kind,
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+        short_names: strings("shortNames"),
+        categories: strings("categories"),
+        has_status: storage.pointer("/subresources/status").is_some(),
+        scale,
+        tracks_generation: true,
+        delete_returns_object: false,
+        allow_unconditional_update: false,
+        crd: Some(std::sync::Arc::new(crd.clone())),
+        schemas: crate::schema_glue::compile(crd),
+    })
+}
+
+/// Keep the registry in step with CRD writes.
+pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutcome) {
+    if !(info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions") {
+        return;
+    }
+    match outcome {
+        WriteOutcome::Created(crd) | WriteOutcome::Updated(crd) => {
+            if let Some(ri) = resource_info(crd) {
+                state.registry.insert(ri);
+            }
+        }
+        WriteOutcome::Deleted(crd) => {
+            if let Some(ri) = resource_info(crd) {
+                state.registry.remove(&ri.group_resource());
+            }
+        }
+        WriteOutcome::Unchanged(_) => {}
+    }
+}
+
+/// The custom-resource write pipeline: prune unknown fields, default, validate (422 with field
+/// causes). `old` is the stored object on update. With `fieldValidation=Strict`, fields the
+/// schema does not know are a 400 instead of being dropped silently.
+pub fn validate_custom(
+    req_query: &crate::server::Query,
+    info: &ResourceInfo,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    if info.crd.is_none() {
+        return Ok(());
+    }
+    let version = new
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|av| av.rsplit('/').next())
+        .unwrap_or(info.storage_version())
+        .to_string();
+    let Some(schema) = info
+        .schema_for(&version)
+        .or_else(|| info.schema_for(info.storage_version()))
+    else {
+        return Ok(());
+    };
+    let (dropped, causes) = crate::schema_glue::admit(schema, old, new);
+    if !dropped.is_empty() && req_query.get("fieldValidation") == Some("Strict") {
+        let fields = dropped
+            .iter()
+            .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {fields}",
+            kind = info.kind
+        )));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = crate::meta::meta_str(new, "name").unwrap_or("").to_string();
+        Err(ApiError::invalid(&info.group, &info.kind, &name, causes))
+    }
+}

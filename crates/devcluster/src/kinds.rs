@@ -1,0 +1,421 @@
+//! Per-kind behaviour of built-in types on create and update: the defaults and initial status a
+//! real API server fills in (pods, services, namespaces, PVCs, secrets), service clusterIP
+//! allocation, and the immutability rules users run into.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+use crate::api_error::Cause;
+use crate::registry::ResourceInfo;
+use crate::server::SharedState;
+
+/// Hands out service cluster IPs from 10.96.0.0/16 (never 10.96.0.0 or .1, which a real
+/// cluster reserves for the network and the `kubernetes` service).
+#[derive(Debug, Default)]
+pub struct ServiceIpAllocator {
+    used: Mutex<BTreeSet<u32>>,
+}
+
+impl ServiceIpAllocator {
+    pub fn allocate(&self) -> Option<String> {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let n = (10..65534u32).find(|n| !used.contains(n))?;
+        used.insert(n);
+        Some(format!("10.96.{}.{}", n / 256, n % 256))
+    }
+
+    /// Mark an address as taken (a user asked for it explicitly).
+    pub fn reserve(&self, ip: &str) -> bool {
+        let parts: Vec<u32> = ip.split('.').filter_map(|p| p.parse().ok()).collect();
+        if parts.len() != 4 || parts[0] != 10 || parts[1] != 96 {
+            return true;
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.insert(parts[2] * 256 + parts[3])
+    }
+
+    pub fn release(&self, ip: &str) {
+        let parts: Vec<u32> = ip.split('.').filter_map(|p| p.parse().ok()).collect();
+        if parts.len() == 4 && parts[0] == 10 && parts[1] == 96 {
+            let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            used.remove(&(parts[2] * 256 + parts[3]));
+        }
+    }
+}
+
+fn cause(reason: &str, field: &str, message: String) -> Cause {
+    Cause {
+        reason: reason.into(),
+        message,
+        field: field.into(),
+    }
+}
+
+fn default(obj: &mut Value, key: &str, value: Value) {
+    if let Some(o) = obj.as_object_mut()
+        && o.get(key).is_none_or(Value::is_null)
+    {
+        o.insert(key.to_string(), value);
+    }
+}
+
+/// Set (or replace) a condition of `status.conditions`, keeping lastTransitionTime when the
+/// status does not change.
+pub fn set_condition(
+    obj: &mut Value,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    now: &str,
+) {
+    let Some(o) = obj.as_object_mut() else { return };
+    let st = o.entry("status").or_insert_with(|| json!({}));
+    if !st.is_object() {
+        *st = json!({});
+    }
+    let conds = st
+        .as_object_mut()
+        .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+    let Some(conds) = conds else { return };
+    if !conds.is_array() {
+        *conds = json!([]);
+    }
+    let Some(list) = conds.as_array_mut() else {
+        return;
+    };
+    let mut cond =
+        json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    if let Some(r) = reason {
+        cond["reason"] = json!(r);
+    }
+    if let Some(m) = message {
+        cond["message"] = json!(m);
+    }
+    match list.iter_mut().find(|c| c["type"] == type_) {
+        Some(existing) => {
+            if existing["status"] == status {
+                cond["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+            }
+            *existing = cond;
+        }
+        None => list.push(cond),
+    }
+}
+
+/// Defaults and initial status on create. Errors are field causes of a 422.
+pub fn prepare_create(
+    state: &SharedState,
+    info: &ResourceInfo,
+    obj: &mut Value,
+) -> Result<(), Vec<Cause>> {
+    if info.is_custom() {
+        return Ok(());
+    }
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => {
+            let name = crate::meta::meta_str(obj, "name").unwrap_or("").to_string();
+            if let Some(m) = crate::meta::metadata_mut(obj) {
+                let labels = m.entry("labels").or_insert_with(|| json!({}));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert("kubernetes.io/metadata.name".into(), json!(name));
+                }
+            }
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            obj["status"] = json!({"phase": "Active"});
+        }
+        ("", "pods") => prepare_pod(obj)?,
+        ("", "services") => prepare_service(state, obj, None)?,
+        ("", "persistentvolumeclaims") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                default(spec, "volumeMode", json!("Filesystem"));
+            }
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        ("", "secrets") => {
+            default(obj, "type", json!("Opaque"));
+            fold_string_data(obj);
+        }
+        ("apps", "deployments") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                default(spec, "replicas", json!(1));
+                default(spec, "revisionHistoryLimit", json!(10));
+                default(spec, "progressDeadlineSeconds", json!(600));
+                default(
+                    spec,
+                    "strategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                );
+            }
+            obj["status"] = json!({});
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            crate::crd::prepare(obj)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `stringData` is write-only: merged into base64 `data`.
+fn fold_string_data(obj: &mut Value) {
+    use base64::Engine;
+    let Some(o) = obj.as_object_mut() else { return };
+    let Some(Value::Object(sd)) = o.remove("stringData") else {
+        return;
+    };
+    let data = o.entry("data").or_insert_with(|| json!({}));
+    if let Some(d) = data.as_object_mut() {
+        for (k, v) in sd {
+            if let Some(s) = v.as_str() {
+                d.insert(
+                    k,
+                    json!(base64::engine::general_purpose::STANDARD.encode(s)),
+                );
+            }
+        }
+    }
+}
+
+fn prepare_pod(obj: &mut Value) -> Result<(), Vec<Cause>> {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return Err(vec![cause(
+            "FieldValueRequired",
+            "spec.containers",
+            "Required value".into(),
+        )]);
+    };
+    if spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        return Err(vec![cause(
+            "FieldValueRequired",
+            "spec.containers",
+            "Required value".into(),
+        )]);
+    }
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    default(spec, "enableServiceLinks", json!(true));
+    default(spec, "priority", json!(0));
+    default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    let sa = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    default(spec, "serviceAccountName", json!(sa));
+    default(spec, "serviceAccount", json!(sa));
+    let tolerations = spec
+        .as_object_mut()
+        .map(|s| s.entry("tolerations").or_insert_with(|| json!([])));
+    if let Some(Value::Array(t)) = tolerations {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            if !t.iter().any(|x| x["key"] == key) {
+                t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            }
+        }
+    }
+    let mut any_requests = false;
+    let mut guaranteed = true;
+    for list in ["initContainers", "containers"] {
+        if let Some(Value::Array(cs)) = spec.get_mut(list) {
+            for c in cs.iter_mut() {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                let tag_latest = !image.contains('@')
+                    && image
+                        .rsplit('/')
+                        .next()
+                        .is_none_or(|last| !last.contains(':') || last.ends_with(":latest"));
+                default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if tag_latest { "Always" } else { "IfNotPresent" }),
+                );
+                default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                default(c, "terminationMessagePolicy", json!("File"));
+                default(c, "resources", json!({}));
+                if let Some(Value::Array(ports)) = c.get_mut("ports") {
+                    for p in ports {
+                        default(p, "protocol", json!("TCP"));
+                    }
+                }
+                let res = &c["resources"];
+                let req_any = res
+                    .get("requests")
+                    .and_then(Value::as_object)
+                    .is_some_and(|m| !m.is_empty())
+                    || res
+                        .get("limits")
+                        .and_then(Value::as_object)
+                        .is_some_and(|m| !m.is_empty());
+                any_requests |= req_any;
+                let lim = res.get("limits").and_then(Value::as_object);
+                let full = lim.is_some_and(|l| l.contains_key("cpu") && l.contains_key("memory"));
+                let equal = res
+                    .get("requests")
+                    .and_then(Value::as_object)
+                    .is_none_or(|r| r.iter().all(|(k, v)| lim.and_then(|l| l.get(k)) == Some(v)));
+                guaranteed &= full && equal;
+            }
+        }
+    }
+    let qos = if !any_requests {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    };
+    obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+    Ok(())
+}
+
+fn prepare_service(
+    state: &SharedState,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), Vec<Cause>> {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let spec = &mut obj["spec"];
+    default(spec, "type", json!("ClusterIP"));
+    default(spec, "sessionAffinity", json!("None"));
+    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+        for p in ports {
+            default(p, "protocol", json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                default(p, "targetPort", port);
+            }
+        }
+    }
+    let type_ = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+    if type_ == "ExternalName" {
+        return Ok(());
+    }
+    default(spec, "internalTrafficPolicy", json!("Cluster"));
+    let old_ip = old
+        .and_then(|o| o.pointer("/spec/clusterIP"))
+        .and_then(Value::as_str)
+        .map(String::from);
+    let requested = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let ip = match (old_ip, requested) {
+        (Some(old), Some(new)) if old != new => {
+            return Err(vec![cause(
+                "FieldValueInvalid",
+                "spec.clusterIPs[0]",
+                format!("Invalid value: []string{{\"{new}\"}}: may not change once set"),
+            )]);
+        }
+        (Some(old), _) => old,
+        (None, Some(req)) if req == "None" => "None".to_string(),
+        (None, Some(req)) => {
+            if !state.service_ips.reserve(&req) {
+                return Err(vec![cause(
+                    "FieldValueInvalid",
+                    "spec.clusterIPs",
+                    format!(
+                        "Invalid value: []string{{\"{req}\"}}: failed to allocate IP {req}: provided IP is already allocated"
+                    ),
+                )]);
+            }
+            req
+        }
+        (None, None) => state.service_ips.allocate().ok_or_else(|| {
+            vec![cause(
+                "FieldValueInvalid",
+                "spec.clusterIPs",
+                "Internal error: range is full".into(),
+            )]
+        })?,
+    };
+    spec["clusterIP"] = json!(ip);
+    spec["clusterIPs"] = json!([ip]);
+    default(spec, "ipFamilies", json!(["IPv4"]));
+    default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    if old.is_none() {
+        obj["status"] = json!({"loadBalancer": {}});
+    }
+    Ok(())
+}
+
+/// Rules on update (after identity metadata and status were carried over).
+pub fn prepare_update(
+    state: &SharedState,
+    info: &ResourceInfo,
+    old: &Value,
+    new: &mut Value,
+) -> Result<(), Vec<Cause>> {
+    if info.is_custom() {
+        return Ok(());
+    }
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "services") => prepare_service(state, new, Some(old))?,
+        ("", "namespaces") => {
+            // spec.finalizers only change through /finalize.
+            new["spec"] = old.get("spec").cloned().unwrap_or_else(|| json!({}));
+        }
+        ("", "secrets") => fold_string_data(new),
+        ("", "pods") => check_pod_update(old, new)?,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crate::crd::prepare(new)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Pod specs are immutable except images, activeDeadlineSeconds, tolerations additions and
+/// terminationGracePeriodSeconds (and nodeName set by binding).
+fn check_pod_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
+    let normalize = |spec: &Value| {
+        let mut s = spec.clone();
+        if let Some(o) = s.as_object_mut() {
+            o.remove("activeDeadlineSeconds");
+            o.remove("tolerations");
+            o.remove("terminationGracePeriodSeconds");
+            for list in ["containers", "initContainers"] {
+                if let Some(Value::Array(cs)) = o.get_mut(list) {
+                    for c in cs {
+                        if let Some(co) = c.as_object_mut() {
+                            co.remove("image");
+                        }
+                    }
+                }
+            }
+        }
+        s
+    };
+    let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
+    let new_spec = new.get("spec").cloned().unwrap_or(Value::Null);
+    if normalize(&old_spec) != normalize(&new_spec) {
+        return Err(vec![cause(
+            "FieldValueForbidden",
+            "spec",
+            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
+        )]);
+    }
+    Ok(())
+}
+
+/// Release what a deleted object held (service cluster IPs).
+pub fn on_deleted(state: &SharedState, group_resource: &str, obj: &Value) {
+    if group_resource == "services"
+        && let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str)
+    {
+        state.service_ips.release(ip);
+    }
+}

@@ -1,0 +1,222 @@
+//! REST handlers for resource endpoints: dispatch by verb, and the read side (get, list,
+//! PartialObjectMetadata and Table answers). Writes are in `rest/write.rs`, deletion in
+//! `rest/delete.rs`.
+
+mod delete;
+mod write;
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::api_error::ApiError;
+use crate::list_filter::ListFilter;
+use crate::server::{ResourceRequest, SharedState, json_response};
+
+pub use delete::{DeleteOptions, Propagation, delete_stored};
+
+pub async fn dispatch(
+    state: &SharedState,
+    method: &Method,
+    req: ResourceRequest,
+) -> Result<Response, ApiError> {
+    let sub = req.subresource.as_deref();
+    // A namespaced resource addressed across all namespaces is read-only (list and watch).
+    if req.info.namespaced && req.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed());
+    }
+    if req.info.namespaced && req.namespace.is_none() && req.name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    match (method.as_str(), req.name.is_some(), sub) {
+        ("GET", false, None) => {
+            if req.query.flag("watch") {
+                crate::watch::serve(state, req)
+            } else {
+                list(state, &req)
+            }
+        }
+        ("GET", true, None) | ("GET", true, Some("status")) => get(state, &req),
+        ("GET", true, Some("scale")) => write::get_scale(state, &req),
+        ("POST", false, None) => write::create(state, &req),
+        ("POST", true, Some("binding")) if req.info.plural == "pods" => write::bind(state, &req),
+        ("PUT", true, None) | ("PUT", true, Some("status")) | ("PUT", true, Some("finalize")) => {
+            write::update(state, &req)
+        }
+        ("PUT", true, Some("scale")) => write::update_scale(state, &req),
+        ("PATCH", true, None) | ("PATCH", true, Some("status")) => write::patch(state, &req),
+        ("PATCH", true, Some("scale")) => write::patch_scale(state, &req),
+        ("DELETE", true, None) => delete::delete(state, &req),
+        ("DELETE", false, None) => delete::delete_collection(state, &req),
+        (_, _, Some(sub)) if !known_subresource(&req, sub) => Err(ApiError::not_found_path()),
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+fn known_subresource(req: &ResourceRequest, sub: &str) -> bool {
+    match sub {
+        "status" => req.info.has_status,
+        "scale" => req.info.scale.is_some(),
+        "binding" => req.info.plural == "pods",
+        "finalize" => req.info.plural == "namespaces",
+        _ => false,
+    }
+}
+
+/// The object as served at the requested version.
+pub fn present(obj: &Value, req: &ResourceRequest) -> Value {
+    let mut out = obj.clone();
+    if let Some(o) = out.as_object_mut() {
+        o.insert("apiVersion".into(), Value::String(req.api_version()));
+        o.insert("kind".into(), Value::String(req.info.kind.clone()));
+    }
+    out
+}
+
+fn get(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let name = req.name.as_deref().unwrap_or("");
+    let obj = state
+        .store
+        .get(&req.info.group_resource(), req.namespace_or_empty(), name)
+        .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
+    let obj = present(&obj, req);
+    let accept = req.accept();
+    if wants_table(accept) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::table_glue::render(state, req, &[obj], json!({}))?,
+        ));
+    }
+    if accept.contains("as=PartialObjectMetadata") {
+        return Ok(json_response(StatusCode::OK, &partial_metadata(&obj)));
+    }
+    Ok(json_response(StatusCode::OK, &obj))
+}
+
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+fn partial_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// A list continuation token: the resourceVersion of the first page and the last key served.
+fn encode_continue(rv: u64, namespace: &str, name: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+        serde_json::to_vec(&json!({"rv": rv, "ns": namespace, "name": name})).unwrap_or_default(),
+    )
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
+    use base64::Engine;
+    let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    Ok((
+        v["rv"].as_u64().ok_or_else(bad)?,
+        v["ns"].as_str().unwrap_or("").to_string(),
+        v["name"].as_str().unwrap_or("").to_string(),
+    ))
+}
+
+fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let filter = ListFilter::from_query(&req.info, &req.query)?;
+    let (objects, rv) = state
+        .store
+        .list(&req.info.group_resource(), req.namespace.as_deref());
+    let limit = req
+        .query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let mut list_rv = rv;
+    let mut after: Option<(String, String)> = None;
+    if let Some(token) = req.query.get("continue") {
+        let (first_rv, ns, name) = decode_continue(token)?;
+        list_rv = first_rv;
+        after = Some((ns, name));
+    }
+    let mut items: Vec<Arc<Value>> = Vec::new();
+    let mut next: Option<String> = None;
+    let mut remaining = 0u64;
+    for obj in objects {
+        let key = (
+            crate::meta::meta_str(&obj, "namespace")
+                .unwrap_or("")
+                .to_string(),
+            crate::meta::meta_str(&obj, "name")
+                .unwrap_or("")
+                .to_string(),
+        );
+        if let Some(a) = &after
+            && key <= *a
+        {
+            continue;
+        }
+        if !filter.matches(&obj) {
+            continue;
+        }
+        if let Some(l) = limit
+            && items.len() >= l
+        {
+            if next.is_none()
+                && let Some(last) = items.last()
+            {
+                next = Some(encode_continue(
+                    list_rv,
+                    crate::meta::meta_str(last, "namespace").unwrap_or(""),
+                    crate::meta::meta_str(last, "name").unwrap_or(""),
+                ));
+            }
+            remaining += 1;
+            continue;
+        }
+        items.push(obj);
+    }
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(n) = &next {
+        metadata["continue"] = json!(n);
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    let presented: Vec<Value> = items.iter().map(|o| present(o, req)).collect();
+    let accept = req.accept();
+    if wants_table(accept) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::table_glue::render(state, req, &presented, metadata)?,
+        ));
+    }
+    if accept.contains("as=PartialObjectMetadataList") {
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": presented.iter().map(partial_metadata).collect::<Vec<_>>(),
+            }),
+        ));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": req.info.list_kind,
+            "apiVersion": req.api_version(),
+            "metadata": metadata,
+            "items": presented,
+        }),
+    ))
+}

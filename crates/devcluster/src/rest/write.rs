@@ -1,0 +1,774 @@
+//! create, update (PUT), patch (all four types), the scale subresource and pod binding.
+
+use axum::response::Response;
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use crate::api_error::{ApiError, Cause};
+use crate::meta;
+use crate::registry::ResourceInfo;
+use crate::server::{ResourceRequest, SharedState, json_response};
+use crate::store::{WriteOp, WriteOutcome};
+
+use super::present;
+
+/// The request body as JSON (a missing Content-Type is JSON; YAML is accepted for apply).
+pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
+    if req.body.is_empty() {
+        return Err(ApiError::bad_request("the body of the request is empty"));
+    }
+    let ct = req.content_type();
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(ct));
+    }
+    let parsed: Result<Value, String> = if ct.contains("yaml") {
+        serde_yaml::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
+    } else {
+        serde_json::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+}
+
+fn check_type_meta(req: &ResourceRequest, obj: &Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != req.info.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            req.info.kind
+        )));
+    }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str)
+        && !av.is_empty()
+        && av != req.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            req.api_version()
+        )));
+    }
+    Ok(())
+}
+
+fn dry_run(req: &ResourceRequest) -> bool {
+    req.query.get("dryRun") == Some("All")
+}
+
+fn check_namespace(state: &SharedState, req: &ResourceRequest) -> Result<(), ApiError> {
+    let Some(ns) = req.namespace.as_deref() else {
+        return Ok(());
+    };
+    match state.store.get("namespaces", "", ns) {
+        None => Err(ApiError::not_found("", "namespaces", ns)),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                crate::registry::group_resource(&req.info.group, &req.info.plural),
+                req.name.as_deref().unwrap_or("")
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+fn name_problem(info: &ResourceInfo, name: &str) -> Option<String> {
+    match info.plural.as_str() {
+        "namespaces" | "services" => meta::dns1123_label_problem(name),
+        _ if info.is_custom() || name.contains('/') || name.contains('%') => {
+            if name.contains('/') || name.contains('%') || name == "." || name == ".." {
+                Some("may not contain '/' or '%'".into())
+            } else {
+                meta::dns1123_subdomain_problem(name)
+            }
+        }
+        _ => meta::dns1123_subdomain_problem(name),
+    }
+}
+
+pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let mut obj = parse_body(req)?;
+    check_type_meta(req, &obj)?;
+    let info = req.info.clone();
+    let ns = req.namespace_or_empty().to_string();
+    if let Some(body_ns) = meta::meta_str(&obj, "namespace")
+        && !body_ns.is_empty()
+        && info.namespaced
+        && body_ns != ns
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    if meta::meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    check_namespace(state, req)?;
+    let generate = meta::meta_str(&obj, "generateName").map(String::from);
+    let explicit = meta::meta_str(&obj, "name")
+        .filter(|n| !n.is_empty())
+        .map(String::from);
+    let invalid = |field: &str, reason: &str, msg: String, name: &str| {
+        ApiError::invalid(
+            &info.group,
+            &info.kind,
+            name,
+            vec![Cause {
+                reason: reason.into(),
+                message: msg,
+                field: field.into(),
+            }],
+        )
+    };
+    if explicit.is_none() && generate.as_deref().is_none_or(str::is_empty) {
+        return Err(invalid(
+            "metadata.name",
+            "FieldValueRequired",
+            "Required value: name or generateName is required".into(),
+            "",
+        ));
+    }
+    let now = meta::now_rfc3339();
+    // Build the object once; the name may change on a generateName collision.
+    {
+        let Some(m) = meta::metadata_mut(&mut obj) else {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        };
+        m.insert("uid".into(), json!(meta::new_uid()));
+        m.insert("creationTimestamp".into(), json!(now));
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("selfLink");
+        if info.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        if info.tracks_generation {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+    }
+    if let Some(o) = obj.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            json!(info.api_version(info.storage_version())),
+        );
+        o.insert("kind".into(), json!(info.kind));
+        if info.has_status && info.is_custom() {
+            o.remove("status");
+        }
+    }
+    let manager = crate::patch_glue::field_manager(req);
+    for attempt in 0..8 {
+        let name = match (&explicit, &generate) {
+            (Some(n), _) => n.clone(),
+            (None, Some(prefix)) => format!("{prefix}{}", meta::generated_suffix()),
+            (None, None) => String::new(),
+        };
+        if let Some(problem) = name_problem(&info, &name) {
+            return Err(invalid(
+                "metadata.name",
+                "FieldValueInvalid",
+                format!("Invalid value: {name:?}: {problem}"),
+                &name,
+            ));
+        }
+        let mut candidate = obj.clone();
+        if let Some(m) = meta::metadata_mut(&mut candidate) {
+            m.insert("name".into(), json!(name));
+        }
+        crate::kinds::prepare_create(state, &info, &mut candidate)
+            .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+        crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
+        crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
+        let dry = dry_run(req);
+        let mut dry_result = None;
+        let result = state
+            .store
+            .write(&info.group_resource(), &ns, &name, |current, _rv| {
+                if current.is_some() {
+                    return Err(ApiError::already_exists(&info.group, &info.plural, &name));
+                }
+                if dry {
+                    dry_result = Some(candidate.clone());
+                    return Ok(WriteOp::Unchanged);
+                }
+                Ok(WriteOp::Put(candidate.clone()))
+            });
+        match result {
+            Err(e) if e.reason == "AlreadyExists" && explicit.is_none() && attempt < 7 => continue,
+            Err(e) => return Err(e),
+            Ok(outcome) => {
+                let obj = match (dry_result, outcome.object()) {
+                    (Some(d), _) => d,
+                    (None, Some(o)) => (**o).clone(),
+                    (None, None) => return Err(ApiError::internal("create stored nothing")),
+                };
+                if !dry {
+                    crate::crd::after_write(state, &info, &outcome);
+                }
+                return Ok(json_response(StatusCode::CREATED, &present(&obj, req)));
+            }
+        }
+    }
+    Err(ApiError::internal("could not generate a unique name"))
+}
+
+/// What an update/patch may change, as the real strategies decide: the status subresource
+/// changes only status; main-resource writes keep status when the kind has a status
+/// subresource; identity and lifecycle metadata always come from the stored object.
+pub fn prepare_update(
+    state: &SharedState,
+    info: &ResourceInfo,
+    subresource: Option<&str>,
+    old: &Value,
+    mut new: Value,
+) -> Result<Value, ApiError> {
+    let name = meta::meta_str(old, "name").unwrap_or("").to_string();
+    if subresource == Some("status") {
+        let mut out = old.clone();
+        if let Some(o) = out.as_object_mut() {
+            match new.get("status") {
+                Some(s) => o.insert("status".into(), s.clone()),
+                None => o.remove("status"),
+            };
+        }
+        // managedFields travel with the write.
+        if let Some(mf) = new.pointer("/metadata/managedFields").cloned()
+            && let Some(m) = meta::metadata_mut(&mut out)
+        {
+            m.insert("managedFields".into(), mf);
+        }
+        return Ok(out);
+    }
+    if subresource == Some("finalize") {
+        let mut out = old.clone();
+        if let (Some(o), Some(f)) = (out.as_object_mut(), new.pointer("/spec/finalizers")) {
+            let spec = o.entry("spec").or_insert_with(|| json!({}));
+            spec["finalizers"] = f.clone();
+        }
+        return Ok(out);
+    }
+    let Some(obj) = new.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    };
+    obj.insert("apiVersion".into(), old["apiVersion"].clone());
+    obj.insert("kind".into(), old["kind"].clone());
+    if info.has_status {
+        match old.get("status") {
+            Some(s) => obj.insert("status".into(), s.clone()),
+            None => obj.remove("status"),
+        };
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let new_finalizers = meta::finalizers(&new);
+    let old_finalizers = meta::finalizers(old);
+    if old_meta.get("deletionTimestamp").is_some()
+        && new_finalizers.iter().any(|f| !old_finalizers.contains(f))
+    {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name,
+            vec![Cause {
+                reason: "FieldValueForbidden".into(),
+                message: "Forbidden: no new finalizers can be added if the object is being deleted"
+                    .into(),
+                field: "metadata.finalizers".into(),
+            }],
+        ));
+    }
+    if let Some(m) = meta::metadata_mut(&mut new) {
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match old_meta.get(key) {
+                Some(v) => m.insert(key.into(), v.clone()),
+                None => m.remove(key),
+            };
+        }
+        m.remove("selfLink");
+    }
+    crate::kinds::prepare_update(state, info, old, &mut new)
+        .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+    if info.tracks_generation && spec_changed(old, &new) {
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if let Some(m) = meta::metadata_mut(&mut new) {
+            m.insert("generation".into(), json!(g + 1));
+        }
+    }
+    Ok(new)
+}
+
+/// Whether anything outside `metadata` and `status` differs.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    strip(old) != strip(new)
+}
+
+/// After computing the new object: a terminating object whose last finalizer went is deleted.
+fn finish(new: Value) -> WriteOp {
+    if new.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&new).is_empty() {
+        WriteOp::Delete
+    } else {
+        WriteOp::Put(new)
+    }
+}
+
+fn respond_written(
+    state: &SharedState,
+    req: &ResourceRequest,
+    outcome: WriteOutcome,
+    dry_result: Option<Value>,
+    created_code: StatusCode,
+) -> Result<Response, ApiError> {
+    let code = if matches!(outcome, WriteOutcome::Created(_)) {
+        created_code
+    } else {
+        StatusCode::OK
+    };
+    let obj = match (dry_result, outcome.object()) {
+        (Some(d), _) => d,
+        (None, Some(o)) => (**o).clone(),
+        (None, None) => return Err(ApiError::internal("write produced no object")),
+    };
+    if let WriteOutcome::Deleted(o) = &outcome {
+        crate::kinds::on_deleted(state, &req.info.group_resource(), o);
+    }
+    crate::crd::after_write(state, &req.info, &outcome);
+    Ok(json_response(code, &present(&obj, req)))
+}
+
+pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let body = parse_body(req)?;
+    check_type_meta(req, &body)?;
+    let info = req.info.clone();
+    let name = req.name.clone().unwrap_or_default();
+    if let Some(n) = meta::meta_str(&body, "name")
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if info.namespaced
+        && let Some(n) = meta::meta_str(&body, "namespace")
+        && !n.is_empty()
+        && n != req.namespace_or_empty()
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let body_rv = meta::meta_str(&body, "resourceVersion")
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let manager = crate::patch_glue::field_manager(req);
+    let sub = req.subresource.clone();
+    let dry = dry_run(req);
+    let mut dry_result = None;
+    let now = meta::now_rfc3339();
+    let outcome = state.store.write(
+        &info.group_resource(),
+        req.namespace_or_empty(),
+        &name,
+        |current, _| {
+            let Some(current) = current else {
+                return Err(ApiError::not_found(&info.group, &info.plural, &name));
+            };
+            match &body_rv {
+                Some(rv) if Some(rv.as_str()) != meta::meta_str(current, "resourceVersion") => {
+                    return Err(ApiError::stale(&info.group, &info.plural, &name));
+                }
+                None if !info.allow_unconditional_update => {
+                    return Err(ApiError::invalid(
+                        &info.group,
+                        &info.kind,
+                        &name,
+                        vec![Cause {
+                            reason: "FieldValueInvalid".into(),
+                            message: "Invalid value: 0x0: must be specified for an update".into(),
+                            field: "metadata.resourceVersion".into(),
+                        }],
+                    ));
+                }
+                _ => {}
+            }
+            let mut new = prepare_update(state, &info, sub.as_deref(), current, body.clone())?;
+            crate::patch_glue::record_update(
+                Some(current),
+                &mut new,
+                &manager,
+                sub.as_deref(),
+                &now,
+                &info,
+            );
+            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            if dry {
+                dry_result = Some(new);
+                return Ok(WriteOp::Unchanged);
+            }
+            Ok(finish(new))
+        },
+    )?;
+    respond_written(state, req, outcome, dry_result, StatusCode::OK)
+}
+
+pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let ct = req
+        .content_type()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let kind = crate::patch_glue::PatchKind::from_content_type(&ct, &req.info)?;
+    let patch_body = parse_body(req)?;
+    let info = req.info.clone();
+    let name = req.name.clone().unwrap_or_default();
+    let sub = req.subresource.clone();
+    let dry = dry_run(req);
+    let force = req.query.flag("force");
+    let manager = crate::patch_glue::field_manager(req);
+    if kind == crate::patch_glue::PatchKind::Apply && req.query.get("fieldManager").is_none() {
+        return Err(ApiError::bad_request(
+            "PATCH, application/apply-patch+yaml requests must have a fieldManager query parameter",
+        ));
+    }
+    let now = meta::now_rfc3339();
+    let mut dry_result = None;
+    let ns = req.namespace_or_empty().to_string();
+    let needs_namespace_check = kind == crate::patch_glue::PatchKind::Apply
+        && state
+            .store
+            .get(&info.group_resource(), &ns, &name)
+            .is_none();
+    if needs_namespace_check {
+        check_namespace(state, req)?;
+    }
+    let outcome = state
+        .store
+        .write(&info.group_resource(), &ns, &name, |current, _| {
+            let Some(current) = current else {
+                if kind != crate::patch_glue::PatchKind::Apply || sub.is_some() {
+                    return Err(ApiError::not_found(&info.group, &info.plural, &name));
+                }
+                let mut created =
+                    crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
+                if let Some(m) = meta::metadata_mut(&mut created) {
+                    m.insert("name".into(), json!(name));
+                    m.insert("uid".into(), json!(meta::new_uid()));
+                    m.insert("creationTimestamp".into(), json!(now));
+                    if info.namespaced {
+                        m.insert("namespace".into(), json!(ns));
+                    }
+                    if info.tracks_generation {
+                        m.insert("generation".into(), json!(1));
+                    }
+                }
+                if let Some(o) = created.as_object_mut() {
+                    o.insert(
+                        "apiVersion".into(),
+                        json!(info.api_version(info.storage_version())),
+                    );
+                    o.insert("kind".into(), json!(info.kind));
+                    if info.has_status && info.is_custom() {
+                        o.remove("status");
+                    }
+                }
+                crate::kinds::prepare_create(state, &info, &mut created)
+                    .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+                crate::crd::validate_custom(&req.query, &info, None, &mut created)?;
+                if dry {
+                    dry_result = Some(created);
+                    return Ok(WriteOp::Unchanged);
+                }
+                return Ok(WriteOp::Put(created));
+            };
+            let served = present(current, req);
+            let patched = crate::patch_glue::apply_patch(
+                kind,
+                &served,
+                &patch_body,
+                &info,
+                &manager,
+                force,
+                sub.as_deref(),
+                &now,
+            )?;
+            if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
+                && Some(rv) != meta::meta_str(current, "resourceVersion")
+            {
+                return Err(ApiError::stale(&info.group, &info.plural, &name));
+            }
+            let mut new = prepare_update(state, &info, sub.as_deref(), current, patched)?;
+            if kind != crate::patch_glue::PatchKind::Apply {
+                crate::patch_glue::record_update(
+                    Some(current),
+                    &mut new,
+                    &manager,
+                    sub.as_deref(),
+                    &now,
+                    &info,
+                );
+            }
+            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            if dry {
+                dry_result = Some(new);
+                return Ok(WriteOp::Unchanged);
+            }
+            Ok(finish(new))
+        })?;
+    respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
+}
+
+// ---- scale subresource ----
+
+fn path_get<'a>(obj: &'a Value, dotted: &str) -> Option<&'a Value> {
+    let mut cur = obj;
+    for p in dotted.trim_start_matches('.').split('.') {
+        cur = cur.get(p)?;
+    }
+    Some(cur)
+}
+
+fn path_set(obj: &mut Value, dotted: &str, value: Value) {
+    let parts: Vec<&str> = dotted.trim_start_matches('.').split('.').collect();
+    let mut cur = obj;
+    for (i, p) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        if i + 1 == parts.len() {
+            map.insert((*p).to_string(), value);
+            return;
+        }
+        cur = map.entry(p.to_string()).or_insert_with(|| json!({}));
+    }
+}
+
+fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
+    let spec = info.scale.as_ref();
+    let replicas = |p: Option<&String>| {
+        p.and_then(|p| path_get(obj, p))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    let m = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut status = json!({"replicas": replicas(spec.map(|s| &s.status_replicas_path))});
+    if let Some(sel) = spec
+        .and_then(|s| s.label_selector_path.as_ref())
+        .and_then(|p| path_get(obj, p))
+        .and_then(Value::as_str)
+    {
+        status["selector"] = json!(sel);
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid"),
+            "resourceVersion": m.get("resourceVersion"), "creationTimestamp": m.get("creationTimestamp"),
+        },
+        "spec": {"replicas": replicas(spec.map(|s| &s.spec_replicas_path))},
+        "status": status,
+    })
+}
+
+pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let name = req.name.as_deref().unwrap_or("");
+    let obj = state
+        .store
+        .get(&req.info.group_resource(), req.namespace_or_empty(), name)
+        .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
+    Ok(json_response(StatusCode::OK, &scale_of(&req.info, &obj)))
+}
+
+fn write_scale(
+    state: &SharedState,
+    req: &ResourceRequest,
+    compute: impl FnOnce(&Value) -> Result<Value, ApiError>,
+) -> Result<Response, ApiError> {
+    let info = req.info.clone();
+    let name = req.name.clone().unwrap_or_default();
+    let Some(spec_path) = info.scale.as_ref().map(|s| s.spec_replicas_path.clone()) else {
+        return Err(ApiError::not_found_path());
+    };
+    let outcome = state.store.write(
+        &info.group_resource(),
+        req.namespace_or_empty(),
+        &name,
+        |current, _| {
+            let Some(current) = current else {
+                return Err(ApiError::not_found(&info.group, &info.plural, &name));
+            };
+            let scale = compute(&scale_of(&info, current))?;
+            if let Some(rv) = scale
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                && Some(rv) != meta::meta_str(current, "resourceVersion")
+            {
+                return Err(ApiError::stale(&info.group, &info.plural, &name));
+            }
+            let Some(replicas) = scale.pointer("/spec/replicas").and_then(Value::as_i64) else {
+                return Err(ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    &name,
+                    vec![Cause {
+                        reason: "FieldValueRequired".into(),
+                        message: "Required value".into(),
+                        field: "spec.replicas".into(),
+                    }],
+                ));
+            };
+            if replicas < 0 {
+                return Err(ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    &name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid".into(),
+                        message: format!(
+                            "Invalid value: {replicas}: must be greater than or equal to 0"
+                        ),
+                        field: "spec.replicas".into(),
+                    }],
+                ));
+            }
+            let mut new = (**current).clone();
+            path_set(&mut new, &spec_path, json!(replicas));
+            if info.tracks_generation && spec_changed(current, &new) {
+                let g = current
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                if let Some(m) = meta::metadata_mut(&mut new) {
+                    m.insert("generation".into(), json!(g + 1));
+                }
+            }
+            Ok(WriteOp::Put(new))
+        },
+    )?;
+    let obj = outcome
+        .object()
+        .ok_or_else(|| ApiError::internal("scale write produced no object"))?;
+    Ok(json_response(StatusCode::OK, &scale_of(&info, obj)))
+}
+
+pub fn update_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let body = parse_body(req)?;
+    write_scale(state, req, |_| Ok(body))
+}
+
+pub fn patch_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let ct = req
+        .content_type()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let body = parse_body(req)?;
+    write_scale(state, req, |scale| match ct.as_str() {
+        "application/json-patch+json" => crate::patch_glue::json_patch(scale, &body),
+        _ => Ok(crate::patch_glue::merge_patch(scale, &body)),
+    })
+}
+
+// ---- pods/binding ----
+
+pub fn bind(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    let body = parse_body(req)?;
+    let name = req.name.clone().unwrap_or_default();
+    let Some(node) = body
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    else {
+        return Err(ApiError::invalid(
+            "",
+            "Binding",
+            &name,
+            vec![Cause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value".into(),
+                field: "target.name".into(),
+            }],
+        ));
+    };
+    let now = meta::now_rfc3339();
+    state
+        .store
+        .write("pods", req.namespace_or_empty(), &name, |current, _| {
+            let Some(current) = current else {
+                return Err(ApiError::not_found("", "pods", &name));
+            };
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    &name,
+                    "pod is being deleted, cannot be assigned to a host",
+                ));
+            }
+            if let Some(existing) = current
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    &name,
+                    &format!("pod {name} is already assigned to node \"{existing}\""),
+                ));
+            }
+            let mut new = (**current).clone();
+            path_set(&mut new, ".spec.nodeName", json!(node));
+            crate::kinds::set_condition(&mut new, "PodScheduled", "True", None, None, &now);
+            Ok(WriteOp::Put(new))
+        })?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
+}

@@ -1,0 +1,77 @@
+//! Glue between CRD handling and the structural-schema machinery (`schema.rs`): checking a CRD's
+//! schemas and printer columns, and the custom-resource write pipeline (prune, default, validate).
+
+use serde_json::Value;
+
+use crate::api_error::Cause;
+use crate::schema::StructuralSchema;
+
+/// Field errors of a CRD's schemas and printer columns (empty when the CRD is acceptable).
+pub fn check_crd(crd: &Value) -> Vec<Cause> {
+    let mut causes = match StructuralSchema::from_crd(crd) {
+        Ok(_) => Vec::new(),
+        Err(e) => crate::patch_glue::causes_of(e.field_errors()),
+    };
+    if let Some(versions) = crd.pointer("/spec/versions").and_then(Value::as_array) {
+        for (i, v) in versions.iter().enumerate() {
+            let errors = crate::schema::table::printer_column_errors(
+                v,
+                &format!("spec.versions[{i}].additionalPrinterColumns"),
+            );
+            causes.extend(crate::patch_glue::causes_of(&errors));
+        }
+    }
+    causes
+}
+
+/// Compiled schemas of every version of a CRD (versions whose schema does not compile are left
+/// out; such a CRD is refused on write).
+pub fn compile(crd: &Value) -> Vec<(String, std::sync::Arc<StructuralSchema>)> {
+    StructuralSchema::from_crd(crd)
+        .map(|v| {
+            v.into_iter()
+                .map(|(name, s)| (name, std::sync::Arc::new(s)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Paths (`.spec.foo`) of fields present in `before` and missing in `after`: what pruning dropped.
+pub fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, v) in b {
+                let p = format!("{path}.{k}");
+                match a.get(k) {
+                    None => out.push(p),
+                    Some(av) => dropped_fields(v, av, &p, out),
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
+                dropped_fields(bv, av, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Prune, default and validate a custom resource; field causes of a 422 when invalid. Returns the
+/// paths pruning dropped (for `fieldValidation`).
+pub fn admit(
+    schema: &StructuralSchema,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> (Vec<String>, Vec<Cause>) {
+    let before = new.clone();
+    schema.prune(new);
+    let mut dropped = Vec::new();
+    dropped_fields(&before, new, "", &mut dropped);
+    schema.apply_defaults(new);
+    let errors = match old {
+        Some(old) => schema.validate_update(new, old),
+        None => schema.validate(new),
+    };
+    (dropped, crate::patch_glue::causes_of(&errors))
+}

@@ -1,0 +1,224 @@
+//! The HTTP front: one axum fallback handler that parses Kubernetes API paths (like the real
+//! server's request-info factory) and dispatches to discovery, REST and watch handlers.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode, header};
+use serde_json::Value;
+
+use crate::api_error::ApiError;
+use crate::registry::{Registry, ResourceInfo};
+use crate::store::Store;
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub store: Store,
+    pub registry: Registry,
+    pub options: ServerOptions,
+    pub service_ips: crate::kinds::ServiceIpAllocator,
+    /// Cancelled when the server stops (ends open watches).
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// Behaviour knobs of the server itself.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Period of BOOKMARK frames on watches that ask for them.
+    pub bookmark_interval: std::time::Duration,
+    /// Whether a node agent finishes graceful pod deletion; when not, pods are deleted at once.
+    pub node_agent: bool,
+    /// Accepted bearer tokens; `None` accepts any request.
+    pub tokens: Option<crate::kubeconfig::TokenFile>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            bookmark_interval: std::time::Duration::from_secs(1),
+            node_agent: false,
+            tokens: None,
+        }
+    }
+}
+
+pub type SharedState = Arc<AppState>;
+
+pub fn router(state: SharedState) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+/// Query parameters, in order.
+#[derive(Debug, Default, Clone)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(q: Option<&str>) -> Query {
+        let Some(q) = q else { return Query::default() };
+        let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(
+            &format!("/?{q}").parse().unwrap_or_default(),
+        )
+        .map(|q| q.0)
+        .unwrap_or_default();
+        Query(pairs)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true") | Some("1"))
+    }
+}
+
+/// A parsed request to a resource endpoint.
+pub struct ResourceRequest {
+    pub info: Arc<ResourceInfo>,
+    pub version: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    pub query: Query,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl ResourceRequest {
+    pub fn api_version(&self) -> String {
+        self.info.api_version(&self.version)
+    }
+    pub fn namespace_or_empty(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    pub fn accept(&self) -> &str {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    pub fn user_agent(&self) -> &str {
+        self.headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (code, [(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+async fn handle(State(state): State<SharedState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    if !authorized(&state, &parts.headers) {
+        return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+    }
+    let path = parts.uri.path().to_string();
+    let query = Query::parse(parts.uri.query());
+    let body = match axum::body::to_bytes(body, 64 * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+    };
+    match route(&state, &parts.method, &path, query, parts.headers, body).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn authorized(state: &AppState, headers: &HeaderMap) -> bool {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    crate::kubeconfig::check_bearer(state.options.tokens.as_ref(), header).is_ok()
+}
+
+async fn route(
+    state: &SharedState,
+    method: &Method,
+    path: &str,
+    query: Query,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let decoded: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    match segments.as_slice() {
+        ["healthz"] | ["readyz"] | ["livez"] => {
+            return Ok(
+                (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response(),
+            );
+        }
+        ["healthz", ..] | ["readyz", ..] | ["livez", ..] => {
+            return Ok(
+                (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response(),
+            );
+        }
+        ["version"] => return Ok(crate::discovery::version()),
+        ["openapi", ..] => return crate::discovery::openapi(state, &segments[1..], &headers),
+        _ => {}
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
+        ["api"] => return Ok(crate::discovery::core_versions(state, &headers)),
+        ["apis"] => return Ok(crate::discovery::groups(state, &headers)),
+        ["api", v] => return crate::discovery::resources(state, "", v),
+        ["apis", g] => return crate::discovery::group(state, g),
+        ["apis", g, v] => return crate::discovery::resources(state, g, v),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    // namespaces/{ns}/{resource}... ; namespaces/{name}[/status|/finalize] is the namespace itself.
+    let (namespace, rest): (Option<String>, &[&str]) = match rest {
+        ["namespaces", ns, resource, ..] if !matches!(*resource, "status" | "finalize") => {
+            (Some(ns.to_string()), &rest[2..])
+        }
+        _ => (None, rest),
+    };
+    let (resource, name, subresource) = match rest {
+        [resource] => (*resource, None, None),
+        [resource, name] => (*resource, Some(name.to_string()), None),
+        [resource, name, sub] => (*resource, Some(name.to_string()), Some(sub.to_string())),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    let info = state
+        .registry
+        .lookup(group, version, resource)
+        .ok_or_else(ApiError::not_found_path)?;
+    if namespace.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    let req = ResourceRequest {
+        info,
+        version: version.to_string(),
+        namespace,
+        name,
+        subresource,
+        query,
+        headers,
+        body,
+    };
+    crate::rest::dispatch(state, method, req).await
+}

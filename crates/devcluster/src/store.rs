@@ -1,0 +1,521 @@
+//! The in-memory object store: one lock, one global resourceVersion, a bounded event history and
+//! a broadcast channel that feeds watchers without holding the lock while they write to sockets.
+//!
+//! Objects are kept as `Arc<Value>` in a `BTreeMap` per resource, keyed by (namespace, name), so
+//! lookups are O(log n) and lists come out sorted like a real server's.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one object, as stored in the history and sent to watchers.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub rv: u64,
+    pub group_resource: Arc<str>,
+    pub event_type: EventType,
+    pub object: Arc<Value>,
+    /// The object before this change (for watchers with selectors).
+    pub previous: Option<Arc<Value>>,
+}
+
+/// Identifies one stored object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub group_resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What a write closure decided.
+pub enum WriteOp {
+    Put(Value),
+    Delete,
+    /// Leave the object as it is (no-op writes emit nothing).
+    Unchanged,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub enum WriteOutcome {
+    Created(Arc<Value>),
+    Updated(Arc<Value>),
+    Deleted(Arc<Value>),
+    Unchanged(Option<Arc<Value>>),
+}
+
+impl WriteOutcome {
+    pub fn object(&self) -> Option<&Arc<Value>> {
+        match self {
+            WriteOutcome::Created(o) | WriteOutcome::Updated(o) | WriteOutcome::Deleted(o) => {
+                Some(o)
+            }
+            WriteOutcome::Unchanged(o) => o.as_ref(),
+        }
+    }
+}
+
+/// Where a watch starts.
+pub enum WatchStart {
+    /// Replay the current objects (as ADDED) and then follow changes.
+    Replay(Vec<Arc<Value>>, u64),
+    /// Events after the requested resourceVersion, from the history.
+    History(Vec<Arc<Event>>),
+    /// The requested resourceVersion is older than the retained history.
+    Expired { oldest: u64 },
+}
+
+struct Inner {
+    rv: u64,
+    objects: HashMap<String, BTreeMap<(String, String), Arc<Value>>>,
+    history: VecDeque<Arc<Event>>,
+    history_limit: usize,
+    /// Events with rv <= this are gone from the history.
+    compacted_rv: u64,
+    /// owner uid -> objects that name it in ownerReferences.
+    dependents: HashMap<String, BTreeSet<ObjectKey>>,
+    /// uid -> object
+    uids: HashMap<String, ObjectKey>,
+    /// Objects with a deletionTimestamp.
+    terminating: BTreeSet<ObjectKey>,
+}
+
+pub struct Store {
+    inner: Mutex<Inner>,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+impl Store {
+    pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
+        let (tx, _) = broadcast::channel(watch_buffer.max(16));
+        Store {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                objects: HashMap::new(),
+                history: VecDeque::new(),
+                history_limit: history_limit.max(1),
+                compacted_rv: 1,
+                dependents: HashMap::new(),
+                uids: HashMap::new(),
+                terminating: BTreeSet::new(),
+            }),
+            tx,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    pub fn get(&self, group_resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+        let inner = self.lock();
+        inner
+            .objects
+            .get(group_resource)?
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Objects of a resource (in one namespace, or all when `None`), sorted by namespace and
+    /// name, with the current resourceVersion.
+    pub fn list(&self, group_resource: &str, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.lock();
+        (list_locked(&inner, group_resource, namespace), inner.rv)
+    }
+
+    /// Subscribe to changes. Consistent with `start`: no event is lost or repeated between the
+    /// snapshot/history and the live channel.
+    pub fn watch(
+        &self,
+        group_resource: &str,
+        namespace: Option<&str>,
+        from_rv: Option<u64>,
+    ) -> (WatchStart, broadcast::Receiver<Arc<Event>>) {
+        let inner = self.lock();
+        let rx = self.tx.subscribe();
+        let start = match from_rv {
+            None => WatchStart::Replay(list_locked(&inner, group_resource, namespace), inner.rv),
+            Some(rv) if rv < inner.compacted_rv => WatchStart::Expired {
+                oldest: inner.compacted_rv,
+            },
+            Some(rv) => {
+                let skip = inner.history.partition_point(|e| e.rv <= rv);
+                WatchStart::History(
+                    inner
+                        .history
+                        .iter()
+                        .skip(skip)
+                        .filter(|e| &*e.group_resource == group_resource)
+                        .cloned()
+                        .collect(),
+                )
+            }
+        };
+        (start, rx)
+    }
+
+    /// Read-modify-write of one object under the store lock. The closure sees the current object
+    /// and the resourceVersion the write will get; the store stamps `metadata.resourceVersion`,
+    /// keeps indexes, appends history and notifies watchers. A `Put` equal to the current object
+    /// (ignoring resourceVersion and managedFields) is a no-op.
+    pub fn write<E>(
+        &self,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
+    ) -> Result<WriteOutcome, E> {
+        let mut inner = self.lock();
+        let key = (namespace.to_string(), name.to_string());
+        let current = inner
+            .objects
+            .get(group_resource)
+            .and_then(|m| m.get(&key))
+            .cloned();
+        let next_rv = inner.rv + 1;
+        let op = f(current.as_ref(), next_rv)?;
+        let okey = ObjectKey {
+            group_resource: group_resource.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let outcome = match op {
+            WriteOp::Unchanged => WriteOutcome::Unchanged(current),
+            WriteOp::Put(mut obj) => {
+                if let Some(cur) = &current
+                    && same_object(cur, &obj)
+                {
+                    return Ok(WriteOutcome::Unchanged(current));
+                }
+                inner.rv = next_rv;
+                set_rv(&mut obj, next_rv);
+                let obj = Arc::new(obj);
+                if let Some(cur) = &current {
+                    unindex(&mut inner, &okey, cur);
+                }
+                index(&mut inner, &okey, &obj);
+                inner
+                    .objects
+                    .entry(group_resource.to_string())
+                    .or_default()
+                    .insert(key, obj.clone());
+                let event_type = if current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                self.emit(
+                    &mut inner,
+                    group_resource,
+                    event_type,
+                    obj.clone(),
+                    current.clone(),
+                );
+                if current.is_some() {
+                    WriteOutcome::Updated(obj)
+                } else {
+                    WriteOutcome::Created(obj)
+                }
+            }
+            WriteOp::Delete => {
+                let Some(cur) = current else {
+                    return Ok(WriteOutcome::Unchanged(None));
+                };
+                inner.rv = next_rv;
+                let mut last = (*cur).clone();
+                set_rv(&mut last, next_rv);
+                let last = Arc::new(last);
+                unindex(&mut inner, &okey, &cur);
+                if let Some(m) = inner.objects.get_mut(group_resource) {
+                    m.remove(&key);
+                }
+                self.emit(
+                    &mut inner,
+                    group_resource,
+                    EventType::Deleted,
+                    last.clone(),
+                    Some(cur.clone()),
+                );
+                WriteOutcome::Deleted(last)
+            }
+        };
+        Ok(outcome)
+    }
+
+    fn emit(
+        &self,
+        inner: &mut Inner,
+        group_resource: &str,
+        event_type: EventType,
+        obj: Arc<Value>,
+        previous: Option<Arc<Value>>,
+    ) {
+        let event = Arc::new(Event {
+            rv: inner.rv,
+            group_resource: Arc::from(group_resource),
+            event_type,
+            object: obj,
+            previous,
+        });
+        inner.history.push_back(event.clone());
+        while inner.history.len() > inner.history_limit {
+            if let Some(old) = inner.history.pop_front() {
+                inner.compacted_rv = old.rv;
+            }
+        }
+        // No receivers is fine.
+        let _ = self.tx.send(event);
+    }
+
+    /// Drop the whole event history: every watch from an older resourceVersion gets 410.
+    pub fn compact(&self) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted_rv = inner.rv;
+    }
+
+    /// Objects whose ownerReferences name `owner_uid`.
+    pub fn dependents_of(&self, owner_uid: &str) -> Vec<ObjectKey> {
+        self.lock()
+            .dependents
+            .get(owner_uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn uid_exists(&self, uid: &str) -> bool {
+        self.lock().uids.contains_key(uid)
+    }
+
+    /// Every stored object of every resource in `namespace`.
+    pub fn keys_in_namespace(&self, namespace: &str) -> Vec<ObjectKey> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for (gr, m) in &inner.objects {
+            for (ns, name) in m.keys() {
+                if ns == namespace {
+                    out.push(ObjectKey {
+                        group_resource: gr.clone(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Every object that has ownerReferences (for the garbage collector's sweep).
+    pub fn owned_objects(&self) -> Vec<(ObjectKey, Arc<Value>)> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for keys in inner.dependents.values() {
+            for k in keys {
+                if let Some(o) = inner
+                    .objects
+                    .get(&k.group_resource)
+                    .and_then(|m| m.get(&(k.namespace.clone(), k.name.clone())))
+                {
+                    out.push((k.clone(), o.clone()));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+
+    /// Objects with a deletionTimestamp (for the finalizer/GC loop).
+    pub fn terminating_objects(&self) -> Vec<(ObjectKey, Arc<Value>)> {
+        let inner = self.lock();
+        inner
+            .terminating
+            .iter()
+            .filter_map(|k| {
+                inner
+                    .objects
+                    .get(&k.group_resource)
+                    .and_then(|m| m.get(&(k.namespace.clone(), k.name.clone())))
+                    .map(|o| (k.clone(), o.clone()))
+            })
+            .collect()
+    }
+
+    /// Number of objects of a resource (all namespaces).
+    pub fn count(&self, group_resource: &str) -> usize {
+        self.lock()
+            .objects
+            .get(group_resource)
+            .map_or(0, BTreeMap::len)
+    }
+
+    /// A receiver of every future event (used by in-process controllers like the GC).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+}
+
+fn list_locked(inner: &Inner, group_resource: &str, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    let Some(m) = inner.objects.get(group_resource) else {
+        return Vec::new();
+    };
+    match namespace {
+        None => m.values().cloned().collect(),
+        Some(ns) => m
+            .range((ns.to_string(), String::new())..)
+            .take_while(|((n, _), _)| n == ns)
+            .map(|(_, v)| v.clone())
+            .collect(),
+    }
+}
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// Equal ignoring `metadata.resourceVersion` and `metadata.managedFields`.
+fn same_object(a: &Value, b: &Value) -> bool {
+    let (Some(am), Some(bm)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    if am.len() != bm.len() {
+        return false;
+    }
+    for (k, av) in am {
+        let Some(bv) = bm.get(k) else { return false };
+        if k == "metadata" {
+            let strip = |v: &Value| {
+                let mut v = v.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("resourceVersion");
+                    o.remove("managedFields");
+                }
+                v
+            };
+            if strip(av) != strip(bv) {
+                return false;
+            }
+        } else if av != bv {
+            return false;
+        }
+    }
+    true
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn uid_of(obj: &Value) -> Option<String> {
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .map(String::from)
+}
+
+fn index(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
+    for uid in owner_uids(obj) {
+        inner.dependents.entry(uid).or_default().insert(key.clone());
+    }
+    if let Some(uid) = uid_of(obj) {
+        inner.uids.insert(uid, key.clone());
+    }
+    if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        inner.terminating.insert(key.clone());
+    }
+}
+
+fn unindex(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
+    for uid in owner_uids(obj) {
+        if let Some(set) = inner.dependents.get_mut(&uid) {
+            set.remove(key);
+            if set.is_empty() {
+                inner.dependents.remove(&uid);
+            }
+        }
+    }
+    if let Some(uid) = uid_of(obj) {
+        inner.uids.remove(&uid);
+    }
+    inner.terminating.remove(key);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, name: &str, data: &str) -> WriteOutcome {
+        store
+            .write::<()>("configmaps", "default", name, |_, _| {
+                Ok(WriteOp::Put(json!({"metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}")}, "data": {"k": data}})))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn writes_bump_one_global_resource_version_and_no_ops_do_not() {
+        let store = Store::new(100, 100);
+        let a = put(&store, "a", "1");
+        assert!(matches!(a, WriteOutcome::Created(_)));
+        assert_eq!(a.object().unwrap()["metadata"]["resourceVersion"], "2");
+        let again = put(&store, "a", "1");
+        assert!(matches!(again, WriteOutcome::Unchanged(_)));
+        assert_eq!(store.current_rv(), 2);
+        let b = put(&store, "b", "1");
+        assert_eq!(b.object().unwrap()["metadata"]["resourceVersion"], "3");
+        let (items, rv) = store.list("configmaps", Some("default"));
+        assert_eq!(items.len(), 2);
+        assert_eq!(rv, 3);
+    }
+
+    #[test]
+    fn watch_from_history_and_expiry() {
+        let store = Store::new(2, 100);
+        put(&store, "a", "1");
+        put(&store, "a", "2");
+        put(&store, "a", "3");
+        let (start, _rx) = store.watch("configmaps", None, Some(3));
+        match start {
+            WatchStart::History(evs) => {
+                assert_eq!(evs.len(), 1);
+                assert_eq!(evs[0].rv, 4);
+            }
+            _ => panic!("expected history"),
+        }
+        let (start, _rx) = store.watch("configmaps", None, Some(1));
+        assert!(matches!(start, WatchStart::Expired { .. }));
+    }
+}

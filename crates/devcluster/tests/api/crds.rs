@@ -1,0 +1,182 @@
+//! CustomResourceDefinitions: the reference CRDs are served at once, with defaulting, schema
+//! validation, the CEL rule, status separation, generation, printer columns, and clean-up.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::DynamicObject;
+use serde_json::json;
+
+use super::{eventually, install_reference_crds, sandboxes, start_without_nodes, status_code};
+
+fn sandbox(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": name},
+        "spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn reference_crds_are_established_and_discoverable() {
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    let crd = crds.get("sandboxes.agents.x-k8s.io").await.unwrap();
+    let conditions = crd.status.unwrap().conditions.unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    let discovery = kube::discovery::Discovery::new(dc.client())
+        .run()
+        .await
+        .unwrap();
+    let group = discovery
+        .get("extensions.agents.x-k8s.io")
+        .expect("group discovered");
+    let kinds: Vec<String> = group
+        .recommended_resources()
+        .into_iter()
+        .map(|(ar, _)| ar.kind)
+        .collect();
+    for k in ["SandboxClaim", "SandboxTemplate", "SandboxWarmPool"] {
+        assert!(kinds.contains(&k.to_string()), "{k} in {kinds:?}");
+    }
+}
+
+#[tokio::test]
+async fn custom_resources_are_defaulted_validated_and_status_is_separate() {
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let api = sandboxes(&dc.client(), "default");
+    let made = api
+        .create(&PostParams::default(), &sandbox("box"))
+        .await
+        .unwrap();
+    assert_eq!(
+        made.data["spec"]["operatingMode"], "Running",
+        "schema default applied"
+    );
+    assert_eq!(made.metadata.generation, Some(1));
+
+    let mut missing = sandbox("bad");
+    missing.data["spec"] = json!({});
+    let e = api
+        .create(&PostParams::default(), &missing)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(s.message.contains("spec.podTemplate"), "{}", s.message);
+
+    let mut wrong_enum = sandbox("bad2");
+    wrong_enum.data["spec"]["operatingMode"] = json!("Sideways");
+    let e = api
+        .create(&PostParams::default(), &wrong_enum)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+
+    // Main-resource writes ignore status; /status writes change only status.
+    let with_status =
+        json!({"status": {"podIPs": ["127.0.0.9"]}, "metadata": {"labels": {"a": "b"}}});
+    let out = api
+        .patch("box", &PatchParams::default(), &Patch::Merge(&with_status))
+        .await
+        .unwrap();
+    assert!(
+        out.data
+            .get("status")
+            .is_none_or(|s| s.get("podIPs").is_none())
+    );
+    assert_eq!(
+        out.metadata.generation,
+        Some(1),
+        "labels do not bump generation"
+    );
+    let out = api
+        .patch_status(
+            "box",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"podIPs": ["127.0.0.9"]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data["status"]["podIPs"], json!(["127.0.0.9"]));
+    assert_eq!(out.metadata.generation, Some(1));
+    let spec_change = json!({"spec": {"operatingMode": "Suspended"}});
+    let out = api
+        .patch("box", &PatchParams::default(), &Patch::Merge(&spec_change))
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.generation, Some(2));
+
+    // The CRD's CEL rule: volumeClaimTemplates is immutable.
+    let add_vct = json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}});
+    let e = api
+        .patch("box", &PatchParams::default(), &Patch::Merge(&add_vct))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(
+        s.message.contains("volumeClaimTemplates is immutable"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test]
+async fn kubectl_tables_use_printer_columns() {
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    sandboxes(&dc.client(), "default")
+        .create(&PostParams::default(), &sandbox("box"))
+        .await
+        .unwrap();
+    let req = http::Request::get("/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes")
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = dc.client().request(req).await.unwrap();
+    assert_eq!(table["kind"], "Table");
+    let cols: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, ["Name", "Ready", "Reason", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], "box");
+}
+
+#[tokio::test]
+async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let api = sandboxes(&dc.client(), "default");
+    api.create(&PostParams::default(), &sandbox("box"))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    crds.delete("sandboxes.agents.x-k8s.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("CRD gone", || async {
+        matches!(crds.get("sandboxes.agents.x-k8s.io").await, Err(ref e) if status_code(e) == 404)
+            .then_some(())
+    })
+    .await;
+    let e = api.list(&Default::default()).await.unwrap_err();
+    assert_eq!(status_code(&e), 404, "no longer served");
+}
