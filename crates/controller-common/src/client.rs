@@ -1,0 +1,184 @@
+//! The kube client: configuration from `--kubeconfig`/`KUBECONFIG` or in-cluster, with the
+//! client-side rate limit of `--kube-api-qps`/`--kube-api-burst`.
+
+use std::path::Path;
+use std::sync::Once;
+
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::args::CommonArgs;
+use crate::error::Error;
+use crate::rate_limit::{RateLimit, RateLimitLayer};
+use crate::request_metrics::{RequestMetrics, RequestMetricsLayer};
+
+/// Installs rustls' `ring` crypto provider as the process default, once. Safe to call many
+/// times; also called by [`build_client`]. Call it at the top of `main` if the binary opens TLS
+/// connections before building a client.
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err means a provider was installed already (by the binary): that one stays.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Loads the client configuration: the kubeconfig file(s) of `--kubeconfig` (a `:`-separated
+/// list is merged like `KUBECONFIG`) when given, else in-cluster config, else `~/.kube/config`.
+pub async fn load_config(args: &CommonArgs) -> Result<Config, Error> {
+    match &args.kubeconfig {
+        Some(path) => config_from_kubeconfig_paths(path).await,
+        None => Config::infer().await.map_err(Error::InferConfig),
+    }
+}
+
+async fn config_from_kubeconfig_paths(paths: &Path) -> Result<Config, Error> {
+    let wrap = |source| Error::Kubeconfig {
+        path: paths.to_path_buf(),
+        source,
+    };
+    let mut merged: Option<Kubeconfig> = None;
+    for path in std::env::split_paths(paths.as_os_str()) {
+        if path.as_os_str().is_empty() {
+            continue;
+        }
+        let next = Kubeconfig::read_from(&path).map_err(wrap)?;
+        merged = Some(match merged {
+            Some(acc) => acc.merge(next).map_err(wrap)?,
+            None => next,
+        });
+    }
+    let kubeconfig = merged.ok_or_else(|| {
+        wrap(kube::config::KubeconfigError::ReadConfig(
+            std::io::Error::new(std::io::ErrorKind::NotFound, "empty kubeconfig path"),
+            paths.to_path_buf(),
+        ))
+    })?;
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(wrap)
+}
+
+/// Builds a client for `config` with the rate limit applied to every request.
+pub fn client_with_rate_limit(config: Config, limit: RateLimit) -> Result<Client, Error> {
+    install_crypto_provider();
+    let builder = ClientBuilder::try_from(config).map_err(Error::Kube)?;
+    Ok(builder.with_layer(&RateLimitLayer::new(limit)).build())
+}
+
+/// Like [`client_with_rate_limit`], also counting every request sent (after the rate limit)
+/// into `metrics` as `rest_client_requests_total`.
+pub fn instrumented_client(
+    config: Config,
+    limit: RateLimit,
+    metrics: &RequestMetrics,
+) -> Result<Client, Error> {
+    install_crypto_provider();
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    let builder = ClientBuilder::try_from(config).map_err(Error::Kube)?;
+    Ok(builder
+        .with_layer(&RequestMetricsLayer::new(metrics.clone(), host))
+        .with_layer(&RateLimitLayer::new(limit))
+        .build())
+}
+
+/// The client the flags describe: [`load_config`] plus
+/// [`RateLimit::from_flags`]`(--kube-api-qps, --kube-api-burst)`.
+pub async fn build_client(args: &CommonArgs) -> Result<Client, Error> {
+    let config = load_config(args).await?;
+    client_with_rate_limit(
+        config,
+        RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst),
+    )
+}
+
+/// An event recorder reporting as `controller` (e.g. `sandbox-controller`), with this pod's
+/// name (`POD_NAME`, else the host name) as the instance. Whether to record events at all is
+/// the binary's decision.
+pub fn event_recorder(client: Client, controller: &str) -> kube::runtime::events::Recorder {
+    let instance = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            hostname::get()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        });
+    kube::runtime::events::Recorder::new(
+        client,
+        kube::runtime::events::Reporter {
+            controller: controller.to_owned(),
+            instance,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::Fake;
+    use clap::Parser;
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+    }
+
+    fn kubeconfig(server: &str, context: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\n    namespace: ops\nusers:\n- name: {context}\n  user:\n    token: test-token\n"
+        )
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_flag_with_a_path_list_is_merged_and_used() {
+        let fake = Fake::start().await;
+        let mut elector = fake.elector("a", crate::leader_election::LeaseTimings::default());
+        assert!(elector.try_acquire_or_renew().await.unwrap());
+
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("first.yaml");
+        let second = dir.path().join("second.yaml");
+        // The first file names the current context; later files only add entries.
+        std::fs::write(&first, kubeconfig(&format!("http://{}", fake.addr), "dev")).unwrap();
+        std::fs::write(&second, kubeconfig("http://127.0.0.1:9", "other")).unwrap();
+        let list = std::env::join_paths([&first, &second]).unwrap();
+        let args = Cli::try_parse_from([
+            std::ffi::OsString::from("test"),
+            std::ffi::OsString::from("--kubeconfig"),
+            list,
+        ])
+        .unwrap()
+        .common;
+
+        let client = build_client(&args).await.unwrap();
+        assert_eq!(client.default_namespace(), "ops");
+        let lease = kube::Api::<Lease>::default_namespaced(client)
+            .get("test-lease")
+            .await
+            .unwrap();
+        assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_names_the_file() {
+        let args = Cli::try_parse_from(["test", "--kubeconfig", "/nonexistent/kubeconfig.yaml"])
+            .unwrap()
+            .common;
+        let err = build_client(&args)
+            .await
+            .err()
+            .expect("missing file is an error");
+        assert!(
+            err.to_string().contains("/nonexistent/kubeconfig.yaml"),
+            "{err}"
+        );
+    }
+}
