@@ -1,1 +1,249 @@
-//! Shared harness for the end-to-end tests.
+//! Shared harness for the end-to-end tests: an in-process devcluster (API server plus simulated
+//! nodes), the CRDs installed from `api_types`, and the controllers run in-process.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let env = e2e_tests::Env::start(e2e_tests::EnvOptions::default()).await;
+//! let sandboxes = env.sandboxes("default");
+//! // ... create objects, then:
+//! e2e_tests::wait_for("something", e2e_tests::DEADLINE, || async { Some(()) }).await;
+//! env.stop().await;
+//! # }
+//! ```
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use api_types::Sandbox;
+use devcluster::nodes::{NodeConfig, spawn_node_agent};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use prometheus_client::registry::Registry;
+use sandbox_controller::{ControllerOptions, SandboxController, Settings};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for a condition before failing.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `probe` every 25 ms until it yields `Some`, panicking with `what` after `deadline`.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct EnvOptions {
+    /// Run the core controller in-process.
+    pub sandbox_controller: bool,
+    /// Simulated nodes that make Pods Running and Ready.
+    pub nodes: Option<NodeConfig>,
+    /// Settings of the core controller.
+    pub controller: ControllerOptions,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions {
+            sandbox_controller: true,
+            nodes: Some(NodeConfig::default()),
+            controller: ControllerOptions {
+                settings: Settings::default(),
+                workers: 16,
+                ..ControllerOptions::default()
+            },
+        }
+    }
+}
+
+struct ControllerTask {
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// A running test environment.
+pub struct Env {
+    pub cluster: devcluster::Running,
+    pub client: kube::Client,
+    options: EnvOptions,
+    controller: Option<ControllerTask>,
+    nodes: Option<(CancellationToken, JoinHandle<()>)>,
+}
+
+impl Env {
+    /// Starts devcluster on a free port, installs the core CRDs (only: core must work without
+    /// the extensions), the node agent and the controller, as `options` say.
+    pub async fn start(options: EnvOptions) -> Env {
+        let cluster = devcluster::DevCluster::start(devcluster::Config::ephemeral())
+            .await
+            .expect("devcluster starts");
+        let client = cluster.client();
+        install_crds(&client, api_types::core_crds()).await;
+        let nodes = options.nodes.clone().map(|cfg| {
+            let token = CancellationToken::new();
+            (token.clone(), spawn_node_agent(client.clone(), cfg, token))
+        });
+        let mut env = Env {
+            cluster,
+            client,
+            options,
+            controller: None,
+            nodes,
+        };
+        if env.options.sandbox_controller {
+            env.start_controller();
+        }
+        env
+    }
+
+    /// Starts (another incarnation of) the core controller.
+    pub fn start_controller(&mut self) {
+        let mut registry = Registry::default();
+        let controller = SandboxController::new(
+            self.client.clone(),
+            self.options.controller.clone(),
+            &mut registry,
+        );
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let _ = controller.run(token).await;
+        });
+        self.controller = Some(ControllerTask { shutdown, task });
+    }
+
+    /// Stops the core controller (graceful: in-flight reconciles finish).
+    pub async fn stop_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.shutdown.cancel();
+            let _ = tokio::time::timeout(DEADLINE, c.task).await;
+        }
+    }
+
+    /// Kills the core controller at once, mid-reconcile (no graceful shutdown).
+    pub fn kill_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.task.abort();
+        }
+    }
+
+    pub fn sandboxes(&self, ns: &str) -> Api<Sandbox> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub fn api<K>(&self, ns: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub async fn stop(mut self) {
+        self.stop_controller().await;
+        if let Some((token, task)) = self.nodes.take() {
+            token.cancel();
+            let _ = tokio::time::timeout(DEADLINE, task).await;
+        }
+        self.cluster.shutdown().await;
+    }
+}
+
+/// Creates the CRDs and waits until their resources are served.
+pub async fn install_crds(client: &kube::Client, crds: Vec<CustomResourceDefinition>) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        api.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD created");
+    }
+    let sandboxes: Api<Sandbox> = Api::all(client.clone());
+    wait_for("Sandbox CRD served", DEADLINE, || async {
+        sandboxes
+            .list(&ListParams::default())
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// A Sandbox named `name` in `default` running one busybox container, with `spec` merged in
+/// (JSON merge patch semantics).
+pub fn sandbox(name: &str, spec: serde_json::Value) -> Sandbox {
+    let mut full = serde_json::json!({
+        "apiVersion": "agents.x-k8s.io/v1beta1",
+        "kind": "Sandbox",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"podTemplate": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}},
+    });
+    merge(&mut full["spec"], &spec);
+    serde_json::from_value(full).expect("valid Sandbox")
+}
+
+fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// The condition of `type_` in the Sandbox's status.
+pub fn condition(
+    sb: &Sandbox,
+    type_: &str,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    sb.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
+/// `(status, reason)` of the Ready condition.
+pub fn ready(sb: &Sandbox) -> Option<(String, String)> {
+    condition(sb, "Ready").map(|c| (c.status, c.reason))
+}
+
+/// Waits until the Sandbox `name` satisfies `pred`, and returns it.
+pub async fn wait_sandbox(
+    api: &Api<Sandbox>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Sandbox) -> bool,
+) -> Sandbox {
+    wait_for(what, DEADLINE, || async {
+        api.get_opt(name).await.ok().flatten().filter(|s| pred(s))
+    })
+    .await
+}
+
+/// Waits until the Sandbox `name` has Ready with this reason.
+pub async fn wait_ready_reason(api: &Api<Sandbox>, name: &str, reason: &str) -> Sandbox {
+    wait_sandbox(api, name, &format!("{name} Ready reason {reason}"), |s| {
+        ready(s).is_some_and(|(_, r)| r == reason)
+    })
+    .await
+}

@@ -1,0 +1,236 @@
+//! Wiring of the kube-runtime `Controller`: one reflector per kind (Sandboxes, Pods, Services,
+//! PVCs), owner-reference triggers for the children, and the Sandbox watch filtered so the
+//! controller's own status writes do not trigger it again.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use api_types::Sandbox;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec, Service};
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::utils::{PredicateConfig, WatchStreamExt};
+use kube::runtime::watcher;
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{Context, Settings, Stores};
+use crate::error::Error;
+use crate::keys::NAME_HASH_LABEL;
+use crate::metrics::Metrics;
+use crate::reconcile::{error_policy, reconcile};
+
+/// How to run the Sandbox controller.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    pub settings: Settings,
+    /// Sandboxes reconciled concurrently (a Sandbox is never reconciled twice at once).
+    pub workers: u16,
+    /// Watch only Pods and Services that carry the tracking label (less memory on busy
+    /// clusters; pre-existing objects must then carry the tracking label to be adopted).
+    pub label_scoped_cache: bool,
+    /// Identity of this replica in published events.
+    pub instance: Option<String>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            settings: Settings::default(),
+            workers: 100,
+            label_scoped_cache: false,
+            instance: None,
+        }
+    }
+}
+
+/// A built, not yet running, Sandbox controller.
+pub struct SandboxController {
+    client: Client,
+    options: ControllerOptions,
+    stores: Stores,
+    writers: (
+        Writer<Sandbox>,
+        Writer<Pod>,
+        Writer<Service>,
+        Writer<PersistentVolumeClaim>,
+    ),
+    metrics: Metrics,
+}
+
+/// What a Sandbox change must touch to trigger a reconcile: spec (generation), labels,
+/// annotations, owner references, deletion. Status-only updates (our own writes) do not.
+fn sandbox_trigger(sb: &Sandbox) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    sb.metadata.generation.hash(&mut h);
+    sb.metadata.labels.hash(&mut h);
+    sb.metadata.annotations.hash(&mut h);
+    sb.metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    if let Some(refs) = &sb.metadata.owner_references {
+        for r in refs {
+            (&r.uid, &r.kind, &r.api_version, r.controller).hash(&mut h);
+        }
+    }
+    Some(h.finish())
+}
+
+/// The cached Pod keeps what the controller reads: metadata and status, and only the node name
+/// of the spec.
+fn slim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    pod.spec = Some(PodSpec {
+        node_name,
+        containers: Vec::new(),
+        ..Default::default()
+    });
+}
+
+impl SandboxController {
+    /// Builds the stores and registers the metrics (including `agent_sandboxes` over the
+    /// Sandbox store) in `registry`.
+    pub fn new(client: Client, options: ControllerOptions, registry: &mut Registry) -> Self {
+        let (sandboxes, sb_w) = reflector::store::<Sandbox>();
+        let (pods, pod_w) = reflector::store::<Pod>();
+        let (services, svc_w) = reflector::store::<Service>();
+        let (pvcs, pvc_w) = reflector::store::<PersistentVolumeClaim>();
+        let metrics = Metrics::register(registry, Some(sandboxes.clone()));
+        metrics.set_max_concurrent(options.workers);
+        SandboxController {
+            client,
+            options,
+            stores: Stores {
+                sandboxes,
+                pods,
+                services,
+                pvcs,
+            },
+            writers: (sb_w, pod_w, svc_w, pvc_w),
+            metrics,
+        }
+    }
+
+    /// The reflector stores (read-only views), e.g. to wait until they are synced.
+    pub fn stores(&self) -> Stores {
+        self.stores.clone()
+    }
+
+    /// Runs until `shutdown` is cancelled; in-flight reconciles finish first.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let SandboxController {
+            client,
+            options,
+            stores,
+            writers: (sb_w, pod_w, svc_w, pvc_w),
+            metrics,
+        } = self;
+        let child_config = if options.label_scoped_cache {
+            watcher::Config::default().labels(NAME_HASH_LABEL)
+        } else {
+            watcher::Config::default()
+        };
+
+        let sandbox_stream = watcher(
+            Api::<Sandbox>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(sb_w)
+        .applied_objects()
+        .predicate_filter(sandbox_trigger, PredicateConfig::default());
+        let pod_stream = watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+            .default_backoff()
+            .modify(slim_pod)
+            .reflect(pod_w)
+            .touched_objects();
+        let svc_stream = watcher(Api::<Service>::all(client.clone()), child_config)
+            .default_backoff()
+            .modify(|s: &mut Service| s.metadata.managed_fields = None)
+            .reflect(svc_w)
+            .touched_objects();
+        let pvc_stream = watcher(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
+        .reflect(pvc_w)
+        .touched_objects();
+
+        let recorder = options.settings.events.then(|| {
+            Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: crate::context::FIELD_MANAGER.to_string(),
+                    instance: options.instance.clone(),
+                },
+            )
+        });
+        let ctx = Arc::new(Context::new(
+            client,
+            stores.clone(),
+            options.settings.clone(),
+            metrics,
+            recorder,
+        ));
+
+        let mut config = controller::Config::default().concurrency(options.workers);
+        config = config.debounce(std::time::Duration::from_millis(0));
+        Controller::for_stream(sandbox_stream, stores.sandboxes.clone())
+            .owns_stream(pod_stream)
+            .owns_stream(svc_stream)
+            .owns_stream(pvc_stream)
+            .with_config(config)
+            .graceful_shutdown_on(shutdown.cancelled_owned())
+            .run(reconcile, error_policy, ctx)
+            .for_each(|res| async move {
+                if let Err(err) = res {
+                    match err {
+                        controller::Error::ObjectNotFound(_) => {}
+                        other => tracing::debug!(error = %other, "controller event"),
+                    }
+                }
+            })
+            .await;
+        Ok(())
+    }
+}
+
+/// Waits for one store's initial list. kube's readiness signal wakes only the most recent waiter
+/// (the controller itself waits on the same store), so poll with a short timeout: each new poll
+/// sees the readiness once any waiter has observed it.
+async fn wait_store<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            store.wait_until_ready(),
+        )
+        .await
+        {
+            Ok(res) => return res.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
+}
+
+/// Stores are synced when every reflector has completed its initial list.
+impl Stores {
+    pub async fn wait_until_ready(&self) -> bool {
+        wait_store(&self.sandboxes).await
+            && wait_store(&self.pods).await
+            && wait_store(&self.services).await
+            && wait_store(&self.pvcs).await
+    }
+}

@@ -1,0 +1,103 @@
+//! The one error type of this crate. Each variant names the object involved; `metric_label`
+//! gives a stable, low-cardinality label for the reconcile-error counter.
+
+use std::time::Duration;
+
+/// A failed step of a Sandbox reconcile, or of starting the controller.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed; `action` says which ("create pod \"x\"").
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A child object exists but another controller owns it.
+    #[error("{kind} \"{name}\" is owned by {owner}, not by sandbox \"{sandbox}\"")]
+    OwnedByOther {
+        kind: &'static str,
+        name: String,
+        owner: String,
+        sandbox: String,
+    },
+    /// An unowned child without the authorization or tracking label.
+    #[error(
+        "cannot adopt unowned {kind} \"{name}\": missing required pool authorization label (\"agents.x-k8s.io/adoptable\") or sandbox tracking label (\"agents.x-k8s.io/sandbox-name-hash\")"
+    )]
+    NotAdoptable { kind: &'static str, name: String },
+    /// An authorized Service that is not headless (its clusterIP is immutable).
+    #[error(
+        "cannot adopt service \"{name}\": ClusterIP is \"{cluster_ip}\" (expected \"None\", field is immutable)"
+    )]
+    ServiceNotHeadless { name: String, cluster_ip: String },
+    /// More than one Pod is controlled by the Sandbox; the controller refuses to choose.
+    #[error(
+        "multiple Pods ({count}) are controlled by this Sandbox; refusing to choose or create a Pod"
+    )]
+    MultiplePods { count: usize },
+    /// A Pod create returned AlreadyExists, and the Pod could not be read back.
+    #[error("pod already exists but failed to fetch: {0}")]
+    PodVanished(String),
+    /// Invalid command-line or start-up configuration.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The metrics registry could not be encoded.
+    #[error("metrics encoding failed: {0}")]
+    Metrics(#[from] std::fmt::Error),
+    /// Process setup or lifecycle (client, admin servers, leader election) failed.
+    #[error(transparent)]
+    Runtime(#[from] controller_common::Error),
+    /// The controller's watch streams failed to start.
+    #[error("controller stopped: {0}")]
+    Stopped(String),
+}
+
+impl Error {
+    pub fn api(action: impl Into<String>, source: kube::Error) -> Self {
+        Error::Api {
+            action: action.into(),
+            source,
+        }
+    }
+
+    /// Stable label for metrics (never includes object names).
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Api { source, .. } => match source {
+                kube::Error::Api(s) if s.code == 409 => "conflict",
+                kube::Error::Api(s) if s.code == 429 => "throttled",
+                kube::Error::Api(s) if s.code >= 500 => "server_error",
+                kube::Error::Api(s) if s.code == 422 || s.code == 400 => "invalid",
+                kube::Error::Api(s) if s.code == 403 => "forbidden",
+                kube::Error::Api(_) => "api_error",
+                _ => "transport",
+            },
+            Error::OwnedByOther { .. } => "owned_by_other",
+            Error::NotAdoptable { .. } => "not_adoptable",
+            Error::ServiceNotHeadless { .. } => "service_not_headless",
+            Error::MultiplePods { .. } => "multiple_pods",
+            Error::PodVanished(_) => "pod_vanished",
+            Error::Config(_) => "config",
+            Error::Metrics(_) => "metrics",
+            Error::Stopped(_) => "stopped",
+            Error::Runtime(_) => "runtime",
+        }
+    }
+
+    /// Retry delay for a failed reconcile: short for contention, longer for server pressure.
+    pub fn base_backoff(&self) -> Duration {
+        match self.metric_label() {
+            "conflict" => Duration::from_millis(50),
+            "throttled" | "server_error" | "transport" => Duration::from_secs(1),
+            _ => Duration::from_millis(200),
+        }
+    }
+}
+
+/// Whether a kube error is an HTTP status with this code.
+pub fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == code)
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,64 @@
+//! The core agent-sandbox controller: for each `agents.x-k8s.io/v1beta1` Sandbox it keeps a Pod,
+//! the Pod's PVCs and (on request) a headless Service, and reports what it observes in status.
+//!
+//! Layout: [`desired`] and [`status`] are pure (what the children and the status should be);
+//! [`reconcile`] observes the reflector stores, computes, and writes only the difference;
+//! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
+pub mod args;
+pub mod context;
+pub mod controller;
+pub mod desired;
+pub mod error;
+pub mod keys;
+pub mod metrics;
+pub mod ownership;
+pub mod reconcile;
+pub mod status;
+pub mod tracing_context;
+
+pub use context::Settings;
+pub use controller::{ControllerOptions, SandboxController};
+pub use error::Error;
+
+use controller_common::runtime::{RunSpec, Runtime};
+
+/// Runs the controller binary: telemetry, client, admin servers and leader election from
+/// `controller_common`, then the Sandbox controller on the leader until SIGTERM/SIGINT (`Ok`) or
+/// a lost Lease (`Err`).
+pub async fn run(args: args::Args) -> Result<(), Error> {
+    let runtime = Runtime::init(
+        &args.common,
+        RunSpec::new("sandbox-controller", args::LEASE_NAME),
+    )
+    .await?;
+    run_with(runtime, &args).await
+}
+
+/// [`run`] on an already set-up runtime (tests build one around their own client).
+pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
+    let options = ControllerOptions {
+        settings: Settings {
+            cluster_domain: args.common.cluster_domain.clone(),
+            events: !args.disable_sandbox_events,
+        },
+        workers: args.sandbox_concurrent_workers,
+        label_scoped_cache: args.cache_label_selectors,
+        instance: Some(runtime.identity().to_string()),
+    };
+    let controller =
+        SandboxController::new(runtime.client().clone(), options, runtime.registry_mut());
+    let gate = runtime.readiness().gate("sandbox-caches");
+    let stores = controller.stores();
+    tokio::spawn(async move {
+        if stores.wait_until_ready().await {
+            tracing::info!("caches synced");
+            gate.set_ready();
+        } else {
+            tracing::warn!("caches stopped before syncing");
+        }
+    });
+    runtime
+        .run(move |ctx| async move { controller.run(ctx.shutdown).await })
+        .await?;
+    Ok(())
+}

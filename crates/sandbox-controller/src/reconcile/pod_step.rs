@@ -1,0 +1,376 @@
+//! The Pod step: find the backing Pod (owner UID first, then the `pod-name` annotation, then the
+//! Sandbox name), adopt, repair metadata, create, or delete it on suspend.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use api_types::{OperatingMode, Sandbox};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+
+use crate::context::{Context, FIELD_MANAGER};
+use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
+use crate::error::{Error, is_status};
+use crate::keys::{NAME_HASH_LABEL, POD_NAME_ANNOTATION};
+use crate::ownership::{
+    Ownership, adopted_owner_refs, controller_ref, describe_owner, is_adoptable,
+};
+
+/// What the Pod step settled on.
+#[derive(Debug, Default)]
+pub struct PodOutcome {
+    /// The Pod that backs (or blocks) the Sandbox, with the metadata it now carries.
+    pub pod: Option<Pod>,
+    /// The Pod is controlled by this Sandbox.
+    pub owned: bool,
+    pub error: Option<Error>,
+}
+
+/// The desired value of the Sandbox's `pod-name` annotation after this pass.
+enum PodNameAnnotation {
+    Keep,
+    Set(String),
+    Clear,
+}
+
+pub async fn reconcile_pod(sandbox: &Sandbox, ctx: &Context, hash: &str) -> PodOutcome {
+    let mut annotation = PodNameAnnotation::Keep;
+    let mut outcome = pod_pass(sandbox, ctx, hash, &mut annotation).await;
+    if let Err(err) = write_pod_name_annotation(sandbox, ctx, annotation).await
+        && outcome.error.is_none()
+    {
+        outcome.error = Some(err);
+    }
+    outcome
+}
+
+fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<Pod> {
+    Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
+}
+
+/// Reads a Pod by name from the cache; with `confirm_miss`, a miss is confirmed with the API
+/// server (the cache may lag behind a create this process just made, and a miss would clear the
+/// Sandbox's `pod-name` annotation).
+async fn get_pod(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    name: &str,
+    confirm_miss: bool,
+) -> Result<Option<Pod>, Error> {
+    let ns = sandbox.namespace().unwrap_or_default();
+    if let Some(p) = ctx.stores.pods.get(&ObjectRef::new(name).within(&ns)) {
+        return Ok(Some(Arc::unwrap_or_clone(p)));
+    }
+    if !confirm_miss {
+        return Ok(None);
+    }
+    pods_api(ctx, sandbox)
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::api(format!("pod get failed for \"{name}\""), e))
+}
+
+async fn pod_pass(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    hash: &str,
+    annotation: &mut PodNameAnnotation,
+) -> PodOutcome {
+    let ns = sandbox.namespace().unwrap_or_default();
+    let uid = sandbox.uid().unwrap_or_default();
+    let has_annotation = sandbox.annotations().contains_key(POD_NAME_ANNOTATION);
+
+    // Owned candidates: same namespace, controlled by our UID (a label alone proves nothing).
+    let mut owned: Vec<Pod> = ctx
+        .stores
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(ns.as_str())
+                && p.labels().get(NAME_HASH_LABEL).map(String::as_str) == Some(hash)
+                && Ownership::of(&p.metadata, &uid).is_owned()
+        })
+        .map(Arc::unwrap_or_clone)
+        .collect();
+
+    let target = target_pod_name(sandbox);
+    let mut pod = match get_pod(ctx, sandbox, &target, has_annotation).await {
+        Ok(p) => p,
+        Err(err) => {
+            return PodOutcome {
+                error: Some(err),
+                ..Default::default()
+            };
+        }
+    };
+    if pod.is_none() && has_annotation {
+        *annotation = PodNameAnnotation::Clear;
+    }
+    if let Some(p) = &pod
+        && Ownership::of(&p.metadata, &uid).is_owned()
+        && !owned.iter().any(|o| o.name_any() == p.name_any())
+    {
+        owned.push(p.clone());
+    }
+    if owned.len() > 1 {
+        return PodOutcome {
+            error: Some(Error::MultiplePods { count: owned.len() }),
+            ..Default::default()
+        };
+    }
+    if let [only] = owned.as_slice()
+        && pod.as_ref().is_none_or(|p| p.name_any() != only.name_any())
+    {
+        // The owner UID wins over a stale annotation.
+        pod = Some(only.clone());
+        if has_annotation {
+            *annotation = PodNameAnnotation::Clear;
+        }
+    }
+
+    if sandbox.spec.effective_operating_mode() == OperatingMode::Suspended {
+        return suspend(sandbox, ctx, pod, &uid, annotation).await;
+    }
+    match pod {
+        Some(p) => existing_pod(sandbox, ctx, hash, p, annotation).await,
+        None => create_pod(sandbox, ctx, hash, annotation).await,
+    }
+}
+
+async fn suspend(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    pod: Option<Pod>,
+    uid: &str,
+    annotation: &mut PodNameAnnotation,
+) -> PodOutcome {
+    let Some(pod) = pod else {
+        if sandbox.annotations().contains_key(POD_NAME_ANNOTATION) {
+            *annotation = PodNameAnnotation::Clear;
+        }
+        return PodOutcome::default();
+    };
+    if !Ownership::of(&pod.metadata, uid).is_owned() {
+        // Never delete what we do not own.
+        if sandbox.annotations().contains_key(POD_NAME_ANNOTATION) {
+            *annotation = PodNameAnnotation::Clear;
+        }
+        return PodOutcome {
+            pod: Some(pod),
+            owned: false,
+            error: None,
+        };
+    }
+    // Keep the annotation while the Pod terminates.
+    *annotation = PodNameAnnotation::Keep;
+    let mut error = None;
+    if pod.metadata.deletion_timestamp.is_none() {
+        let name = pod.name_any();
+        match pods_api(ctx, sandbox)
+            .delete(&name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                ctx.event(
+                    sandbox,
+                    EventType::Normal,
+                    "Suspended",
+                    "DeletePod",
+                    format!("Deleted pod {name} to suspend the sandbox"),
+                )
+                .await;
+            }
+            // Already gone: the suspension is achieved.
+            Err(err) if is_status(&err, 404) => return PodOutcome::default(),
+            Err(err) => error = Some(Error::api(format!("failed to delete pod \"{name}\""), err)),
+        }
+    }
+    PodOutcome {
+        pod: Some(pod),
+        owned: true,
+        error,
+    }
+}
+
+async fn existing_pod(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    hash: &str,
+    mut pod: Pod,
+    annotation: &mut PodNameAnnotation,
+) -> PodOutcome {
+    let uid = sandbox.uid().unwrap_or_default();
+    let sandbox_name = sandbox.name_any();
+    let pod_name = pod.name_any();
+    let mut adopt_with = None;
+    match Ownership::of(&pod.metadata, &uid) {
+        Ownership::OwnedByOther(owner) => {
+            if sandbox.annotations().contains_key(POD_NAME_ANNOTATION) {
+                *annotation = PodNameAnnotation::Clear;
+            }
+            return PodOutcome {
+                error: Some(Error::OwnedByOther {
+                    kind: "pod",
+                    name: pod_name,
+                    owner: describe_owner(&owner),
+                    sandbox: sandbox_name,
+                }),
+                ..Default::default()
+            };
+        }
+        Ownership::Unowned => {
+            if !is_adoptable(pod.metadata.labels.as_ref(), hash) {
+                return PodOutcome {
+                    error: Some(Error::NotAdoptable {
+                        kind: "pod",
+                        name: pod_name,
+                    }),
+                    ..Default::default()
+                };
+            }
+            adopt_with = Some(adopted_owner_refs(&pod.metadata, &sandbox_name, &uid));
+        }
+        Ownership::OwnedBySandbox => {}
+    }
+    let adopting = adopt_with.is_some();
+    if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash, adopt_with.clone()) {
+        let params = PatchParams::default();
+        if let Err(err) = pods_api(ctx, sandbox)
+            .patch(&pod_name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            return PodOutcome {
+                error: Some(Error::api(
+                    format!("failed to patch pod \"{pod_name}\""),
+                    err,
+                )),
+                ..Default::default()
+            };
+        }
+        // Reflect what was written in the copy used for status.
+        let (labels, annotations) = desired_pod_metadata(&pod.metadata, sandbox, hash);
+        pod.metadata.labels = Some(labels);
+        pod.metadata.annotations = Some(annotations);
+        if let Some(refs) = adopt_with {
+            pod.metadata.owner_references = Some(refs);
+        }
+    }
+    if adopting {
+        ctx.event(
+            sandbox,
+            EventType::Normal,
+            "Adopted",
+            "AdoptPod",
+            format!("Adopted pod {pod_name}"),
+        )
+        .await;
+    }
+    set_annotation_to(sandbox, annotation, &pod_name);
+    PodOutcome {
+        pod: Some(pod),
+        owned: true,
+        error: None,
+    }
+}
+
+fn set_annotation_to(sandbox: &Sandbox, annotation: &mut PodNameAnnotation, pod_name: &str) {
+    let current = sandbox
+        .annotations()
+        .get(POD_NAME_ANNOTATION)
+        .map(String::as_str);
+    *annotation = if current == Some(pod_name) {
+        PodNameAnnotation::Keep
+    } else {
+        PodNameAnnotation::Set(pod_name.to_string())
+    };
+}
+
+async fn create_pod(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    hash: &str,
+    annotation: &mut PodNameAnnotation,
+) -> PodOutcome {
+    let sandbox_name = sandbox.name_any();
+    let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
+    let pod = desired_pod(sandbox, hash, owner);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
+    };
+    match pods_api(ctx, sandbox).create(&params, &pod).await {
+        Ok(created) => {
+            tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
+            ctx.event(
+                sandbox,
+                EventType::Normal,
+                "PodCreated",
+                "CreatePod",
+                format!("Created pod {sandbox_name}"),
+            )
+            .await;
+            set_annotation_to(sandbox, annotation, &sandbox_name);
+            PodOutcome {
+                pod: Some(created),
+                owned: true,
+                error: None,
+            }
+        }
+        Err(err) if is_status(&err, 409) => {
+            // Someone (or our own earlier pass) created it; read it back from the server.
+            match pods_api(ctx, sandbox).get_opt(&sandbox_name).await {
+                Ok(Some(existing)) => existing_pod(sandbox, ctx, hash, existing, annotation).await,
+                Ok(None) => PodOutcome {
+                    error: Some(Error::PodVanished(format!(
+                        "pod \"{sandbox_name}\" not found"
+                    ))),
+                    ..Default::default()
+                },
+                Err(e) => PodOutcome {
+                    error: Some(Error::PodVanished(e.to_string())),
+                    ..Default::default()
+                },
+            }
+        }
+        Err(err) => PodOutcome {
+            error: Some(Error::api(
+                format!("failed to create pod \"{sandbox_name}\""),
+                err,
+            )),
+            ..Default::default()
+        },
+    }
+}
+
+async fn write_pod_name_annotation(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    annotation: PodNameAnnotation,
+) -> Result<(), Error> {
+    let value = match annotation {
+        PodNameAnnotation::Keep => return Ok(()),
+        PodNameAnnotation::Set(name) => Value::String(name),
+        PodNameAnnotation::Clear => Value::Null,
+    };
+    let patch =
+        json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value)]) } });
+    let name = sandbox.name_any();
+    let api: Api<Sandbox> =
+        Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(err) if is_status(&err, 404) => Ok(()),
+        Err(err) => Err(Error::api(
+            format!("failed to set pod name annotation on sandbox \"{name}\""),
+            err,
+        )),
+    }
+}

@@ -1,0 +1,656 @@
+//! The Sandbox controller running against an in-process API server: each test drives it through
+//! the API and asserts what a user would see (objects, status, conditions).
+
+#[path = "support/fake_api.rs"]
+mod fake_api;
+
+use std::time::{Duration, Instant};
+
+use fake_api::FakeApi;
+use prometheus_client::registry::Registry;
+use sandbox_controller::{ControllerOptions, SandboxController, Settings};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+const DEADLINE: Duration = Duration::from_secs(10);
+const HASH_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
+
+struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start_controller(api: &FakeApi) -> Running {
+    let mut registry = Registry::default();
+    let options = ControllerOptions {
+        settings: Settings {
+            cluster_domain: "cluster.local".into(),
+            events: true,
+        },
+        workers: 8,
+        ..Default::default()
+    };
+    let controller = SandboxController::new(api.client(), options, &mut registry);
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        let _ = controller.run(token).await;
+    });
+    Running { shutdown, task }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(DEADLINE, self.task).await;
+    }
+}
+
+/// Polls `probe` until it returns `Some`, failing with `what` after the deadline.
+async fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn sandbox(name: &str, spec_extra: Value) -> Value {
+    let mut spec = json!({
+        "podTemplate": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}, "metadata": {}},
+    });
+    json_patch::merge(&mut spec, &spec_extra);
+    json!({"metadata": {"name": name, "namespace": NS, "generation": 1}, "spec": spec})
+}
+
+fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+                c["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+}
+
+fn ready_reason(api: &FakeApi, name: &str) -> Option<String> {
+    api.get("sandboxes", NS, name)
+        .and_then(|s| condition(&s, "Ready"))
+        .map(|c| c.1)
+}
+
+/// What a kubelet would do: the Pod runs on `node` with `ip` and is Ready.
+fn make_pod_ready(api: &FakeApi, name: &str, node: &str, ip: &str) {
+    let mut pod = api.get("pods", NS, name).expect("pod exists");
+    pod["spec"]["nodeName"] = json!(node);
+    pod["status"] = json!({
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True"}
+        ]
+    });
+    api.apply("pods", pod);
+}
+
+#[tokio::test]
+async fn new_sandbox_gets_an_owned_pod_and_status() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("sb1", json!({})));
+
+    let pod = wait_for("pod", || api.get("pods", NS, "sb1")).await;
+    let sb = api.get("sandboxes", NS, "sb1").unwrap();
+    let uid = sb["metadata"]["uid"].as_str().unwrap();
+    let hash = sandbox_controller::keys::name_hash("sb1");
+    assert_eq!(pod["metadata"]["labels"], json!({ HASH_LABEL: hash }));
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid);
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(
+        pod["metadata"]["ownerReferences"][0]["blockOwnerDeletion"],
+        true
+    );
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "Sandbox");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox");
+
+    let sb = wait_for("status", || {
+        api.get("sandboxes", NS, "sb1")
+            .filter(|s| condition(s, "Ready").is_some() && s["metadata"]["annotations"].is_object())
+    })
+    .await;
+    assert_eq!(
+        sb["metadata"]["annotations"]["agents.x-k8s.io/pod-name"],
+        "sb1"
+    );
+    assert_eq!(sb["status"]["selector"], format!("{HASH_LABEL}={hash}"));
+    assert_eq!(
+        condition(&sb, "Ready").unwrap(),
+        (
+            "False".into(),
+            "DependenciesNotReady".into(),
+            "Pod exists with phase: Pending".into()
+        )
+    );
+    assert_eq!(condition(&sb, "Suspended").unwrap().1, "NotSuspended");
+    assert_eq!(
+        condition(&sb, "PodScheduled").unwrap().1,
+        "PodSchedulingUnknown"
+    );
+    assert!(
+        api.get("services", NS, "sb1").is_none(),
+        "no Service unless asked for"
+    );
+
+    make_pod_ready(&api, "sb1", "node-1", "127.0.0.5");
+    let sb = wait_for("ready", || {
+        api.get("sandboxes", NS, "sb1")
+            .filter(|s| condition(s, "Ready").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    assert_eq!(condition(&sb, "Ready").unwrap().2, "Pod is Ready");
+    assert_eq!(sb["status"]["podIPs"], json!(["127.0.0.5"]));
+    assert_eq!(sb["status"]["nodeName"], "node-1");
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn requested_service_is_headless_and_reported() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    let mut sb = sandbox("web", json!({"service": true}));
+    sb["spec"]["podTemplate"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 8080}]);
+    api.apply("sandboxes", sb);
+
+    let svc = wait_for("service", || api.get("services", NS, "web")).await;
+    let hash = sandbox_controller::keys::name_hash("web");
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["selector"], json!({ HASH_LABEL: hash }));
+    assert_eq!(svc["spec"]["ports"][0]["name"], "p-8080-tcp");
+    let sb = wait_for("service status", || {
+        api.get("sandboxes", NS, "web")
+            .filter(|s| s["status"]["service"] == "web")
+    })
+    .await;
+    assert_eq!(sb["status"]["serviceFQDN"], "web.default.svc.cluster.local");
+    make_pod_ready(&api, "web", "node-1", "127.0.0.6");
+    let sb = wait_for("ready", || {
+        api.get("sandboxes", NS, "web")
+            .filter(|s| condition(s, "Ready").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    assert_eq!(
+        condition(&sb, "Ready").unwrap().2,
+        "Pod is Ready; Service Exists"
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn volume_claim_templates_create_owned_pvcs_mounted_by_the_pod() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply(
+        "sandboxes",
+        sandbox(
+            "data-sb",
+            json!({"volumeClaimTemplates": [{"metadata": {"name": "work", "labels": {"tier": "x"}},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        ),
+    );
+    let pvc = wait_for("pvc", || {
+        api.get("persistentvolumeclaims", NS, "work-data-sb")
+    })
+    .await;
+    assert_eq!(pvc["metadata"]["labels"]["tier"], "x");
+    assert_eq!(
+        pvc["metadata"]["labels"][HASH_LABEL],
+        sandbox_controller::keys::name_hash("data-sb")
+    );
+    assert_eq!(pvc["metadata"]["ownerReferences"][0]["kind"], "Sandbox");
+    let pod = wait_for("pod", || api.get("pods", NS, "data-sb")).await;
+    let volumes = pod["spec"]["volumes"].as_array().unwrap();
+    assert_eq!(volumes[0]["name"], "work");
+    assert_eq!(
+        volumes[0]["persistentVolumeClaim"]["claimName"],
+        "work-data-sb"
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn suspend_deletes_the_pod_and_resume_brings_it_back() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply(
+        "sandboxes",
+        sandbox(
+            "sus",
+            json!({"service": true, "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}),
+        ),
+    );
+    wait_for("pod", || api.get("pods", NS, "sus")).await;
+    let first_uid = api.get("pods", NS, "sus").unwrap()["metadata"]["uid"].clone();
+
+    let mut sb = api.get("sandboxes", NS, "sus").unwrap();
+    sb["spec"]["operatingMode"] = json!("Suspended");
+    api.apply("sandboxes", sb);
+    wait_for("pod deleted", || {
+        api.get("pods", NS, "sus").is_none().then_some(())
+    })
+    .await;
+    let sb = wait_for("suspended", || {
+        api.get("sandboxes", NS, "sus")
+            .filter(|s| condition(s, "Suspended").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    assert_eq!(
+        condition(&sb, "Ready").unwrap(),
+        (
+            "False".into(),
+            "SandboxSuspended".into(),
+            "Sandbox is suspended".into()
+        )
+    );
+    assert_eq!(condition(&sb, "Suspended").unwrap().1, "PodTerminated");
+    assert!(
+        api.get("services", NS, "sus").is_some(),
+        "Service kept while suspended"
+    );
+    assert!(
+        api.get("persistentvolumeclaims", NS, "d-sus").is_some(),
+        "PVC kept while suspended"
+    );
+    assert!(sb["status"]["podIPs"].is_null());
+
+    let mut sb = api.get("sandboxes", NS, "sus").unwrap();
+    sb["spec"]["operatingMode"] = json!("Running");
+    api.apply("sandboxes", sb);
+    let pod = wait_for("pod back", || api.get("pods", NS, "sus")).await;
+    assert_ne!(pod["metadata"]["uid"], first_uid);
+    assert_eq!(
+        pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "d-sus"
+    );
+    wait_for("not suspended", || {
+        api.get("sandboxes", NS, "sus")
+            .filter(|s| condition(s, "Suspended").is_some_and(|c| c.1 == "NotSuspended"))
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn retain_expiry_removes_children_and_keeps_the_sandbox() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    let at =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_millis(1500);
+    api.apply(
+        "sandboxes",
+        sandbox("exp", json!({"service": true, "shutdownTime": at.strftime("%Y-%m-%dT%H:%M:%S%.fZ").to_string()})),
+    );
+    wait_for("pod", || api.get("pods", NS, "exp")).await;
+    wait_for("service", || api.get("services", NS, "exp")).await;
+    // No other event happens: the controller must wake up at shutdownTime by itself.
+    let sb = wait_for("expired", || {
+        api.get("sandboxes", NS, "exp")
+            .filter(|_| ready_reason(&api, "exp").as_deref() == Some("SandboxExpired"))
+    })
+    .await;
+    assert_eq!(condition(&sb, "Ready").unwrap().2, "Sandbox has expired");
+    wait_for("children gone", || {
+        (api.get("pods", NS, "exp").is_none() && api.get("services", NS, "exp").is_none())
+            .then_some(())
+    })
+    .await;
+    let sb = api.get("sandboxes", NS, "exp").unwrap();
+    let status = sb["status"].as_object().unwrap();
+    assert_eq!(
+        status.keys().collect::<Vec<_>>(),
+        ["conditions"],
+        "status reset to conditions only"
+    );
+    assert!(condition(&sb, "PodScheduled").is_none());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn delete_expiry_removes_the_sandbox() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply(
+        "sandboxes",
+        sandbox(
+            "gone",
+            json!({"shutdownTime": "2020-01-01T00:00:00Z", "shutdownPolicy": "Delete"}),
+        ),
+    );
+    wait_for("sandbox deleted", || {
+        api.get("sandboxes", NS, "gone").is_none().then_some(())
+    })
+    .await;
+    assert!(api.get("pods", NS, "gone").is_none());
+    ctl.stop().await;
+}
+
+fn foreign_pod(name: &str, labels: Value, owner: Option<Value>) -> Value {
+    let mut pod = json!({"metadata": {"name": name, "namespace": NS, "labels": labels},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    if let Some(o) = owner {
+        pod["metadata"]["ownerReferences"] = json!([o]);
+    }
+    pod
+}
+
+#[tokio::test]
+async fn authorized_pod_is_adopted_and_foreign_pod_refused() {
+    let api = FakeApi::new();
+    api.apply(
+        "pods",
+        foreign_pod(
+            "adopt-me",
+            json!({"agents.x-k8s.io/adoptable": "true"}),
+            None,
+        ),
+    );
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true});
+    api.apply(
+        "pods",
+        foreign_pod("taken", json!({}), Some(deployment.clone())),
+    );
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("adopt-me", json!({})));
+    api.apply("sandboxes", sandbox("taken", json!({})));
+
+    let pod = wait_for("adopted", || {
+        api.get("pods", NS, "adopt-me")
+            .filter(|p| p["metadata"]["ownerReferences"].is_array())
+    })
+    .await;
+    let uid = api.get("sandboxes", NS, "adopt-me").unwrap()["metadata"]["uid"].clone();
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid);
+    assert_eq!(
+        pod["metadata"]["labels"]["agents.x-k8s.io/adoptable"],
+        "true"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"][HASH_LABEL],
+        sandbox_controller::keys::name_hash("adopt-me")
+    );
+
+    let sb = wait_for("refusal", || {
+        api.get("sandboxes", NS, "taken")
+            .filter(|_| ready_reason(&api, "taken").as_deref() == Some("ReconcilerError"))
+    })
+    .await;
+    let msg = condition(&sb, "Ready").unwrap().2;
+    assert!(
+        msg.contains("is owned by Deployment/web (UID: dep-uid)"),
+        "{msg}"
+    );
+    let pod = api.get("pods", NS, "taken").unwrap();
+    assert_eq!(
+        pod["metadata"]["ownerReferences"],
+        json!([deployment]),
+        "foreign pod untouched"
+    );
+    assert!(pod["metadata"]["labels"].as_object().unwrap().is_empty());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn unauthorized_unowned_pod_is_not_adopted() {
+    let api = FakeApi::new();
+    api.apply("pods", foreign_pod("squat", json!({"app": "x"}), None));
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("squat", json!({})));
+    let sb = wait_for("refusal", || {
+        api.get("sandboxes", NS, "squat")
+            .filter(|_| ready_reason(&api, "squat").as_deref() == Some("ReconcilerError"))
+    })
+    .await;
+    assert!(
+        condition(&sb, "Ready")
+            .unwrap()
+            .2
+            .contains("cannot adopt unowned pod \"squat\"")
+    );
+    assert!(api.get("pods", NS, "squat").unwrap()["metadata"]["ownerReferences"].is_null());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn template_labels_cannot_spoof_the_tracking_label() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    let victim_hash = sandbox_controller::keys::name_hash("victim");
+    api.apply(
+        "sandboxes",
+        sandbox(
+            "attacker",
+            json!({"service": true, "podTemplate": {"metadata": {
+                "labels": {HASH_LABEL: victim_hash, "extensions.agents.x-k8s.io/x": "evil", "team": "a"},
+                "annotations": {"agents.x-k8s.io/pod-name": "victim", "opentelemetry.io/trace-context": "x", "note": "n"}}}}),
+        ),
+    );
+    let pod = wait_for("pod", || api.get("pods", NS, "attacker")).await;
+    let own_hash = sandbox_controller::keys::name_hash("attacker");
+    assert_eq!(
+        pod["metadata"]["labels"],
+        json!({HASH_LABEL: own_hash, "team": "a"})
+    );
+    let annotations = pod["metadata"]["annotations"].as_object().unwrap();
+    assert!(!annotations.contains_key("agents.x-k8s.io/pod-name"));
+    assert!(!annotations.contains_key("opentelemetry.io/trace-context"));
+    assert_eq!(annotations["note"], "n");
+    let svc = wait_for("service", || api.get("services", NS, "attacker")).await;
+    assert_eq!(svc["spec"]["selector"], json!({ HASH_LABEL: own_hash }));
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn removed_template_label_is_pruned_but_third_party_labels_stay() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply(
+        "sandboxes",
+        sandbox(
+            "prune",
+            json!({"podTemplate": {"metadata": {"labels": {"a": "1", "b": "2"}}}}),
+        ),
+    );
+    let mut pod = wait_for("pod", || api.get("pods", NS, "prune")).await;
+    pod["metadata"]["labels"]["third-party"] = json!("keep");
+    api.apply("pods", pod);
+    let mut sb = api.get("sandboxes", NS, "prune").unwrap();
+    sb["spec"]["podTemplate"]["metadata"]["labels"] = json!({"a": "1"});
+    api.apply("sandboxes", sb);
+    let pod = wait_for("pruned", || {
+        api.get("pods", NS, "prune")
+            .filter(|p| p["metadata"]["labels"].get("b").is_none())
+    })
+    .await;
+    assert_eq!(pod["metadata"]["labels"]["third-party"], "keep");
+    assert_eq!(pod["metadata"]["labels"]["a"], "1");
+    assert_eq!(
+        pod["metadata"]["annotations"]["agents.x-k8s.io/propagated-labels"],
+        "a"
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn multiple_owned_pods_are_reported_without_a_hot_loop() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("multi", json!({})));
+    wait_for("pod", || api.get("pods", NS, "multi")).await;
+    let sb = api.get("sandboxes", NS, "multi").unwrap();
+    let owner = json!({"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox", "name": "multi",
+                       "uid": sb["metadata"]["uid"], "controller": true});
+    let hash = sandbox_controller::keys::name_hash("multi");
+    api.apply(
+        "pods",
+        foreign_pod("multi-extra", json!({ HASH_LABEL: hash }), Some(owner)),
+    );
+    let sb = wait_for("multiple pods", || {
+        api.get("sandboxes", NS, "multi")
+            .filter(|_| ready_reason(&api, "multi").as_deref() == Some("MultiplePods"))
+    })
+    .await;
+    assert_eq!(
+        condition(&sb, "Ready").unwrap().2,
+        "multiple Pods (2) are controlled by this Sandbox; refusing to choose or create a Pod"
+    );
+    let writes_before = api.writes_matching("/sandboxes/multi").len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        api.writes_matching("/sandboxes/multi").len(),
+        writes_before,
+        "no further writes"
+    );
+    assert!(api.get("pods", NS, "multi").is_some() && api.get("pods", NS, "multi-extra").is_some());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn rejected_pod_create_is_reported_and_retried() {
+    let api = FakeApi::new();
+    api.inject_fault(|method, path| {
+        (method == "POST" && path.ends_with("/pods")).then(|| {
+            (
+                422,
+                "Pod \"bad\" is invalid: spec.containers[0].image: Required value".to_string(),
+            )
+        })
+    });
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("bad", json!({})));
+    api.apply(
+        "sandboxes",
+        sandbox("good-neighbour", json!({"operatingMode": "Suspended"})),
+    );
+    let sb = wait_for("error condition", || {
+        api.get("sandboxes", NS, "bad")
+            .filter(|_| ready_reason(&api, "bad").as_deref() == Some("ReconcilerError"))
+    })
+    .await;
+    let msg = condition(&sb, "Ready").unwrap().2;
+    assert!(
+        msg.contains("spec.containers[0].image: Required value"),
+        "{msg}"
+    );
+    // Another Sandbox is not blocked.
+    wait_for("neighbour reconciled", || {
+        (ready_reason(&api, "good-neighbour").as_deref() == Some("SandboxSuspended")).then_some(())
+    })
+    .await;
+    api.clear_fault();
+    wait_for("retried with backoff and recovered", || {
+        api.get("pods", NS, "bad")
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn restart_in_the_middle_of_a_burst_converges_without_duplicates() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    for i in 0..60 {
+        api.apply(
+            "sandboxes",
+            sandbox(&format!("burst-{i}"), json!({"service": true})),
+        );
+    }
+    wait_for("some progress", || {
+        (api.list("pods").len() >= 10).then_some(())
+    })
+    .await;
+    ctl.stop().await;
+    let ctl = start_controller(&api);
+    wait_for("all pods", || (api.list("pods").len() == 60).then_some(())).await;
+    wait_for("all services", || {
+        (api.list("services").len() == 60).then_some(())
+    })
+    .await;
+    for i in 0..60 {
+        let name = format!("burst-{i}");
+        let uid = api.get("sandboxes", NS, &name).unwrap()["metadata"]["uid"].clone();
+        let pod = api.get("pods", NS, &name).unwrap();
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.list("pods").len(), 60, "no duplicate pods");
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn happy_path_write_count_is_small_and_idle_sandboxes_cost_nothing() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("count", json!({})));
+    wait_for("pod", || api.get("pods", NS, "count")).await;
+    make_pod_ready(&api, "count", "node-1", "127.0.0.9");
+    wait_for("ready", || {
+        (ready_reason(&api, "count").as_deref() == Some("DependenciesReady")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sandbox_writes = api.writes_matching("/sandboxes/count");
+    let pod_writes: Vec<_> = api
+        .writes_matching("/pods")
+        .into_iter()
+        .filter(|w| w.method != "GET")
+        .collect();
+    // 1 Pod create; on the Sandbox: the pod-name annotation and at most 3 status writes
+    // (created, the Pod observed, Ready).
+    assert_eq!(pod_writes.len(), 1, "{pod_writes:?}");
+    assert!(sandbox_writes.len() <= 4, "{sandbox_writes:?}");
+    let settled = api.writes_matching("/sandboxes/count").len();
+    // An unrelated change of the Pod (a third-party annotation) costs no Sandbox write.
+    let mut pod = api.get("pods", NS, "count").unwrap();
+    pod["metadata"]["annotations"]["x"] = json!("y");
+    api.apply("pods", pod);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.writes_matching("/sandboxes/count").len(), settled);
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_pod_is_recreated_and_a_deleted_sandbox_takes_its_children() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("heal", json!({"service": true})));
+    let first = wait_for("pod", || api.get("pods", NS, "heal")).await;
+    api.delete("pods", NS, "heal");
+    let second = wait_for("pod recreated", || {
+        api.get("pods", NS, "heal")
+            .filter(|p| p["metadata"]["uid"] != first["metadata"]["uid"])
+    })
+    .await;
+    assert_eq!(second["metadata"]["ownerReferences"][0]["kind"], "Sandbox");
+    wait_for("service", || api.get("services", NS, "heal")).await;
+    api.delete("sandboxes", NS, "heal");
+    wait_for("children collected", || {
+        (api.get("pods", NS, "heal").is_none() && api.get("services", NS, "heal").is_none())
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        api.get("pods", NS, "heal").is_none(),
+        "nothing recreated for a deleted Sandbox"
+    );
+    ctl.stop().await;
+}

@@ -1,0 +1,135 @@
+//! The controller as its binary runs it (`sandbox_controller::run_with` on controller-common's
+//! runtime): leader election, `/readyz` once the caches are synced, `/metrics` with the
+//! reference's families, and a clean shutdown that releases the Lease.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use clap::Parser;
+use controller_common::runtime::{RunSpec, Runtime};
+use e2e_tests::{DEADLINE, Env, EnvOptions, sandbox, wait_for, wait_ready_reason};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::PostParams;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut buf = String::new();
+    conn.read_to_string(&mut buf).await.ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() {
+    let env = Env::start(EnvOptions {
+        sandbox_controller: false,
+        ..EnvOptions::default()
+    })
+    .await;
+    let (metrics, probes) = (free_port(), free_port());
+    let args = sandbox_controller::args::Args::try_parse_from([
+        "sandbox-controller",
+        "--leader-election-namespace=default",
+        &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+        &format!("--health-probe-bind-address=127.0.0.1:{probes}"),
+    ])
+    .unwrap();
+    let shutdown = CancellationToken::new();
+    let runtime = Runtime::with_client(
+        &args.common,
+        RunSpec::new("sandbox-controller", sandbox_controller::args::LEASE_NAME),
+        env.client.clone(),
+        shutdown.clone(),
+    );
+    let task = tokio::spawn(async move { sandbox_controller::run_with(runtime, &args).await });
+
+    wait_for("/readyz ok", DEADLINE, || async {
+        http_get(probes, "/readyz").await.filter(|(c, _)| *c == 200)
+    })
+    .await;
+    let (code, _) = http_get(probes, "/healthz").await.unwrap();
+    assert_eq!(code, 200);
+
+    let leases = env.api::<Lease>("default");
+    let lease = leases
+        .get(sandbox_controller::args::LEASE_NAME)
+        .await
+        .unwrap();
+    assert!(
+        lease
+            .spec
+            .unwrap()
+            .holder_identity
+            .is_some_and(|h| !h.is_empty())
+    );
+
+    let sandboxes = env.sandboxes("default");
+    sandboxes
+        .create(&PostParams::default(), &sandbox("metered", json!({})))
+        .await
+        .unwrap();
+    wait_ready_reason(&sandboxes, "metered", "DependenciesReady").await;
+    let body = wait_for(
+        "agent_sandboxes counts the ready sandbox",
+        DEADLINE,
+        || async {
+            http_get(metrics, "/metrics")
+                .await
+                .map(|(_, b)| b)
+                .filter(|b| {
+                    b.contains(r#"agent_sandboxes{namespace="default",ready_condition="true""#)
+                })
+        },
+    )
+    .await;
+    for family in [
+        "agent_sandbox_build_info",
+        "agent_sandbox_creation_latency_ms_bucket",
+        "controller_runtime_reconcile_total{controller=\"sandbox\",result=\"success\"}",
+        "controller_runtime_reconcile_time_seconds",
+    ] {
+        assert!(body.contains(family), "{family} missing from /metrics");
+    }
+
+    shutdown.cancel();
+    let result = tokio::time::timeout(DEADLINE, task)
+        .await
+        .expect("stops in time")
+        .unwrap();
+    assert!(result.is_ok(), "clean shutdown: {result:?}");
+    let lease = leases
+        .get(sandbox_controller::args::LEASE_NAME)
+        .await
+        .unwrap();
+    assert!(
+        lease
+            .spec
+            .unwrap()
+            .holder_identity
+            .unwrap_or_default()
+            .is_empty(),
+        "Lease released"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    env.stop().await;
+}
