@@ -1,0 +1,963 @@
+//! SandboxClaim reconcile: expiry, finding or making the claim's Sandbox (warm adoption first,
+//! cold create otherwise), metadata sync, status, first-Ready metrics and annotations.
+//!
+//! Writes per warm claim with default flags: one guarded Sandbox patch (the ownership
+//! transfer), one claim status patch, one claim annotation patch at first Ready (skipped with
+//! `--disable-claim-observability-annotations`), plus the `SandboxAdopted` Event (skipped with
+//! `--disable-claim-events`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api_types::conditions::{READY, REASON_CLAIM_EXPIRED, STATUS_TRUE, find_condition};
+use api_types::keys::{
+    CLAIM_FIRST_READY_AT_ANNOTATION, CLIENT_FIRST_REQUESTED_AT_ANNOTATION,
+    CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION, SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_LAUNCH_TYPE_WARM,
+    SANDBOX_TEMPLATE_REF_ANNOTATION, SANDBOX_TEMPLATE_REF_HASH_LABEL, TRACE_CONTEXT_ANNOTATION,
+    WEBHOOK_FIRST_OBSERVED_AT_ANNOTATION,
+};
+use api_types::{
+    ClaimShutdownPolicy, Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate,
+    SandboxWarmPool, UpdateStrategyType, name_hash,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use serde_json::{Map, Value, json};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::adoption::{adoption_patch, map_diff};
+use super::candidate::{PoolRef, rank};
+use super::cold::{ColdError, build_cold_sandbox};
+use super::injection::EnvError;
+use super::lifecycle::{expires_at, shutdown_policy};
+use super::metadata::{MetadataError, validate};
+use super::pod_metadata::desired_pod_metadata;
+use super::status::{Failure, Observed, compute_status};
+use crate::context::{Context, FIELD_MANAGER};
+use crate::error::{Error, is_already_exists, is_conflict, is_not_found};
+use crate::metrics::{
+    ClaimCreationLabels, CreationLatencyLabels, StartupLabels, UNKNOWN_TEMPLATE,
+    normalize_created_by,
+};
+use crate::ownership::{controlling_pool, is_controlled_by};
+use crate::warm_pool::blueprint::is_stale;
+
+pub const CONTROLLER_NAME: &str = "sandboxclaim";
+
+/// How long a new claim waits for warm members that have no pod IPs yet before cold-starting.
+pub const NETWORK_GRACE: Duration = Duration::from_secs(2);
+/// Re-check interval while waiting for such members.
+pub const NETWORK_RECHECK: Duration = Duration::from_millis(500);
+/// How many candidates one pass tries before giving up on the warm path.
+pub const MAX_ADOPTION_ATTEMPTS: usize = 8;
+
+fn key_of(claim: &SandboxClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "ReconcileSandboxClaim",
+        claim = %key_of(&claim),
+        "agents.x-k8s.io/created-by" = tracing::field::Empty
+    );
+    if let Some(created_by) = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
+    {
+        span.record(
+            "agents.x-k8s.io/created-by",
+            normalize_created_by(Some(created_by)),
+        );
+    }
+    if let Some(carrier) = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TRACE_CONTEXT_ANNOTATION))
+    {
+        match controller_common::telemetry::context_from_json(carrier) {
+            Ok(parent) => {
+                let _ = span.set_parent(parent);
+            }
+            Err(e) => tracing::debug!(error = %e, "ignoring a malformed trace-context annotation"),
+        }
+    }
+    let result = Pass::new(&claim, &ctx).run().instrument(span).await;
+    ctx.observe(CONTROLLER_NAME, started, &result);
+    if result.is_ok() {
+        ctx.succeeded(&key_of(&claim));
+    }
+    result
+}
+
+pub fn error_policy(claim: Arc<SandboxClaim>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(claim = %key_of(&claim), error = %error, "SandboxClaim reconcile failed");
+    Action::requeue(ctx.backoff(&key_of(&claim)))
+}
+
+/// The outcome of finding or making the claim's Sandbox.
+enum Binding {
+    Bound(Arc<Sandbox>),
+    Missing,
+    Failed(Failure),
+    /// Wait briefly without touching status.
+    Wait(Duration),
+}
+
+struct Pass<'a> {
+    claim: &'a SandboxClaim,
+    ctx: &'a Context,
+    namespace: String,
+    name: String,
+    uid: String,
+    sandboxes: Api<Sandbox>,
+    now: Timestamp,
+}
+
+impl<'a> Pass<'a> {
+    fn new(claim: &'a SandboxClaim, ctx: &'a Context) -> Self {
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        Pass {
+            claim,
+            ctx,
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+            sandboxes: Api::namespaced(ctx.client.clone(), &namespace),
+            namespace,
+            now: Timestamp::now(),
+        }
+    }
+
+    fn domains(&self) -> &[String] {
+        &self.ctx.claim.settings.allowed_label_domains
+    }
+
+    async fn run(&self) -> Result<Action, Error> {
+        if self.name.is_empty() || self.namespace.is_empty() || self.uid.is_empty() {
+            return Err(Error::MissingMetadata {
+                kind: "SandboxClaim",
+                field: "name/namespace/uid",
+            });
+        }
+        if self.claim.metadata.deletion_timestamp.is_some() {
+            self.ctx.claim.forget(&self.uid);
+            return Ok(Action::await_change());
+        }
+        let first_seen = self.ctx.claim.first_seen(&self.uid, self.now);
+        let current = self.claim.status.clone().unwrap_or_default();
+        let expire_at = expires_at(self.claim, &current);
+        let expired = expire_at.is_some_and(|at| self.now >= at);
+
+        if expired
+            && matches!(
+                shutdown_policy(self.claim),
+                ClaimShutdownPolicy::Delete | ClaimShutdownPolicy::DeleteForeground
+            )
+        {
+            return self.delete_expired_claim().await;
+        }
+
+        let (binding, mut retry) = if expired {
+            (self.expire_retained().await?, None)
+        } else {
+            self.bind().await?
+        };
+        let (sandbox, failure) = match binding {
+            Binding::Wait(after) => return Ok(Action::requeue(after)),
+            Binding::Bound(sb) => (Some(sb), None),
+            Binding::Missing => (None, None),
+            Binding::Failed(f) => (None, Some(f)),
+        };
+        let now_time = Time(self.now);
+        let mut next = compute_status(
+            self.claim,
+            &current,
+            &Observed {
+                sandbox: sandbox.as_deref(),
+                failure: failure.as_ref(),
+                expired,
+            },
+            &now_time,
+        );
+        // The Finished condition just mirrored can make the claim expire now (TTL 0).
+        let expire_after = expires_at(self.claim, &next);
+        let newly_expired = !expired && expire_after.is_some_and(|at| self.now >= at);
+        if newly_expired {
+            retry = Some(Duration::from_millis(1));
+        }
+        let was_expired = find_condition(&current.conditions, READY)
+            .is_some_and(|c| c.reason == REASON_CLAIM_EXPIRED);
+        let wrote = self.write_status(&current, &next).await?;
+        if expired && !was_expired {
+            Context::event(
+                self.ctx.claim_recorder.as_ref(),
+                self.claim,
+                EventType::Normal,
+                REASON_CLAIM_EXPIRED,
+                "Claim Expired",
+                "Claim expired".into(),
+            )
+            .await;
+        }
+        if wrote {
+            self.after_status_write(&current, &mut next, sandbox.as_deref(), first_seen)
+                .await?;
+        }
+
+        if let Some(f) = &failure {
+            let after = match f {
+                Failure::TemplateNotFound { .. } | Failure::WarmPoolNotFound { .. } => {
+                    Some(Duration::from_secs(60))
+                }
+                Failure::CreatePending => Some(Duration::from_millis(200)),
+                Failure::AdoptionConflict(_) => Some(Duration::from_millis(100)),
+                _ => None,
+            };
+            retry = retry.or(after);
+        }
+        if let Some(at) = expire_after.filter(|at| *at > self.now) {
+            let left =
+                Duration::try_from(at.duration_since(self.now)).unwrap_or(Duration::from_secs(1));
+            retry = Some(retry.map_or(left, |r| r.min(left)));
+        }
+        Ok(retry.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    async fn delete_expired_claim(&self) -> Result<Action, Error> {
+        let policy = shutdown_policy(self.claim);
+        let label = if policy == ClaimShutdownPolicy::DeleteForeground {
+            "DeleteForeground"
+        } else {
+            "Delete"
+        };
+        Context::event(
+            self.ctx.claim_recorder.as_ref(),
+            self.claim,
+            EventType::Normal,
+            REASON_CLAIM_EXPIRED,
+            "Deleting",
+            format!("Deleting Claim (ShutdownPolicy={label})"),
+        )
+        .await;
+        let params = DeleteParams {
+            propagation_policy: (policy == ClaimShutdownPolicy::DeleteForeground)
+                .then_some(PropagationPolicy::Foreground),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        match claims.delete(&self.name, &params).await {
+            Ok(_) => Ok(Action::await_change()),
+            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(Action::await_change()),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "delete expired SandboxClaim {}/{}",
+                    self.namespace, self.name
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// Retain policy at expiry: delete the claim's Sandbox (if it is the claim's) and keep the claim.
+    async fn expire_retained(&self) -> Result<Binding, Error> {
+        let status_name = self
+            .claim
+            .status
+            .as_ref()
+            .map(|s| s.sandbox.name.clone())
+            .unwrap_or_default();
+        let sandbox_name = if status_name.is_empty() {
+            self.name.clone()
+        } else {
+            status_name
+        };
+        let Some(sb) = self
+            .ctx
+            .stores
+            .sandbox(&self.namespace, &sandbox_name)
+            .or_else(|| self.owned_in_cache())
+        else {
+            return Ok(Binding::Missing);
+        };
+        if !is_controlled_by(&sb.metadata, &self.uid) {
+            return Ok(Binding::Failed(Failure::ExpiredNotOwned(format!(
+                "sandbox {sandbox_name:?} is not controlled by claim {:?}",
+                self.name
+            ))));
+        }
+        if sb.metadata.deletion_timestamp.is_none() {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: sb.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self
+                .sandboxes
+                .delete(
+                    sb.metadata.name.as_deref().unwrap_or(&sandbox_name),
+                    &params,
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => return Ok(Binding::Missing),
+                Err(e) => {
+                    return Ok(Binding::Failed(Failure::Reconciler(format!(
+                        "failed to delete sandbox: {e}"
+                    ))));
+                }
+            }
+        }
+        Ok(Binding::Bound(sb))
+    }
+
+    /// A Sandbox in the cache whose controller is this claim.
+    fn owned_in_cache(&self) -> Option<Arc<Sandbox>> {
+        self.ctx.stores.sandboxes.state().into_iter().find(|s| {
+            s.metadata.namespace.as_deref() == Some(self.namespace.as_str())
+                && is_controlled_by(&s.metadata, &self.uid)
+        })
+    }
+
+    /// Finds the claim's Sandbox, or takes or makes one. The second value asks for a re-check.
+    async fn bind(&self) -> Result<(Binding, Option<Duration>), Error> {
+        if let Err(e) = validate(&self.claim.spec.additional_pod_metadata, self.domains()) {
+            return Ok((
+                Binding::Failed(Failure::InvalidMetadata(e.to_string())),
+                None,
+            ));
+        }
+        if let Some(found) = self.find_existing().await? {
+            return match found {
+                Ok(sb) => self.sync_metadata(sb).await,
+                Err(failure) => Ok((Binding::Failed(failure), None)),
+            };
+        }
+        let pool_name = self.claim.spec.warm_pool_ref.name.as_str();
+        let Some(pool) = self.ctx.stores.pool(&self.namespace, pool_name) else {
+            return Ok((
+                Binding::Failed(Failure::WarmPoolNotFound {
+                    pool: pool_name.to_owned(),
+                }),
+                None,
+            ));
+        };
+        let template_name = pool.spec.sandbox_template_ref.name.clone();
+        let Some(template) = self.ctx.stores.template(&self.namespace, &template_name) else {
+            return Ok((
+                Binding::Failed(Failure::TemplateNotFound {
+                    template: template_name,
+                }),
+                None,
+            ));
+        };
+        let customized =
+            !self.claim.spec.env.is_empty() || !self.claim.spec.volume_claim_templates.is_empty();
+        if !customized {
+            match self.adopt(&pool, &template, &template_name).await? {
+                Adoption::Adopted(sb) => return Ok((Binding::Bound(sb), None)),
+                Adoption::Failed(f) => return Ok((Binding::Failed(f), None)),
+                Adoption::PendingNetwork if self.is_young() => {
+                    return Ok((Binding::Wait(NETWORK_RECHECK), None));
+                }
+                Adoption::PendingNetwork | Adoption::NoCandidate => {}
+            }
+        }
+        Ok((
+            self.create_cold(&template, &template_name, pool_name)
+                .await?,
+            None,
+        ))
+    }
+
+    fn is_young(&self) -> bool {
+        self.claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|created| {
+                let age = self
+                    .now
+                    .as_millisecond()
+                    .saturating_sub(created.0.as_millisecond());
+                age < i64::try_from(NETWORK_GRACE.as_millis()).unwrap_or(i64::MAX)
+            })
+    }
+
+    /// The Sandbox this claim already has: the one this process bound (read from the API if
+    /// the cache lags), the one in status, any Sandbox the claim controls, or one named after
+    /// the claim (which must be the claim's).
+    async fn find_existing(&self) -> Result<Option<Result<Arc<Sandbox>, Failure>>, Error> {
+        let cache = &self.ctx.stores;
+        let remembered = self.ctx.claim.binding(&self.uid);
+        let status_name = self
+            .claim
+            .status
+            .as_ref()
+            .map(|s| s.sandbox.name.clone())
+            .filter(|n| !n.is_empty());
+        for candidate in remembered.iter().chain(status_name.iter()) {
+            if let Some(sb) = cache.sandbox(&self.namespace, candidate)
+                && is_controlled_by(&sb.metadata, &self.uid)
+            {
+                return Ok(Some(Ok(sb)));
+            }
+        }
+        if let Some(sb) = self.owned_in_cache() {
+            return Ok(Some(Ok(sb)));
+        }
+        if let Some(name) = &remembered {
+            // We bound it, but the cache has not caught up: ask the API server.
+            match self.sandboxes.get_opt(name).await {
+                Ok(Some(sb)) if is_controlled_by(&sb.metadata, &self.uid) => {
+                    return Ok(Some(Ok(Arc::new(sb))));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("get Sandbox {}/{name}", self.namespace),
+                        e,
+                    ));
+                }
+            }
+        }
+        if let Some(sb) = cache.sandbox(&self.namespace, &self.name) {
+            if is_controlled_by(&sb.metadata, &self.uid) {
+                return Ok(Some(Ok(sb)));
+            }
+            if controlling_pool(&sb.metadata).is_none() {
+                return Ok(Some(Err(Failure::Reconciler(format!(
+                    "sandbox {:?} is not controlled by claim {:?}. Please use a different claim name or delete the sandbox manually",
+                    self.name, self.name
+                )))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Keeps a bound Sandbox's pod metadata in line with the template and the claim.
+    async fn sync_metadata(&self, sb: Arc<Sandbox>) -> Result<(Binding, Option<Duration>), Error> {
+        self.ctx
+            .claim
+            .bind(&self.uid, sb.metadata.name.as_deref().unwrap_or_default());
+        if sb.metadata.deletion_timestamp.is_some() {
+            return Ok((Binding::Bound(sb), None));
+        }
+        let template_name = sb
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .cloned()
+            .or_else(|| {
+                self.ctx
+                    .stores
+                    .pool(&self.namespace, &self.claim.spec.warm_pool_ref.name)
+                    .map(|p| p.spec.sandbox_template_ref.name.clone())
+            });
+        let Some(template_name) = template_name else {
+            return Ok((Binding::Bound(sb), None));
+        };
+        let Some(template) = self.ctx.stores.template(&self.namespace, &template_name) else {
+            return Ok((Binding::Bound(sb), None));
+        };
+        let desired = match desired_pod_metadata(
+            &template.spec.blueprint.pod_template.metadata,
+            self.claim,
+            &self.uid,
+            Some(&template_name),
+            self.domains(),
+        ) {
+            Ok(meta) => meta,
+            Err(e) => return Ok((Binding::Failed(metadata_failure(e)), None)),
+        };
+        let current = &sb.spec.blueprint.pod_template.metadata;
+        let mut top = Map::new();
+        let have_labels = sb.metadata.labels.clone().unwrap_or_default();
+        let mut want_labels = have_labels.clone();
+        want_labels.insert(
+            SANDBOX_TEMPLATE_REF_HASH_LABEL.into(),
+            name_hash(&template_name),
+        );
+        want_labels
+            .entry(SANDBOX_LAUNCH_TYPE_LABEL.into())
+            .or_insert_with(|| {
+                if sb.metadata.name.as_deref() == Some(self.name.as_str()) {
+                    "cold".into()
+                } else {
+                    SANDBOX_LAUNCH_TYPE_WARM.into()
+                }
+            });
+        let label_diff = map_diff(&have_labels, &want_labels);
+        if !label_diff.is_empty() {
+            top.insert("labels".into(), Value::Object(label_diff));
+        }
+        let pod_labels = map_diff(&current.labels, &desired.labels);
+        let pod_annotations = map_diff(&current.annotations, &desired.annotations);
+        if top.is_empty() && pod_labels.is_empty() && pod_annotations.is_empty() {
+            return Ok((Binding::Bound(sb), None));
+        }
+        let mut patch = json!({"metadata": top});
+        if !pod_labels.is_empty() || !pod_annotations.is_empty() {
+            patch["spec"] = json!({"podTemplate": {"metadata": {"labels": pod_labels, "annotations": pod_annotations}}});
+        }
+        let sb_name = sb.metadata.name.clone().unwrap_or_default();
+        match self
+            .sandboxes
+            .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(updated) => Ok((Binding::Bound(Arc::new(updated)), None)),
+            Err(e) if is_not_found(&e) => Ok((Binding::Missing, Some(Duration::from_millis(200)))),
+            Err(e) => Err(Error::kube(
+                format!("sync metadata of Sandbox {}/{sb_name}", self.namespace),
+                e,
+            )),
+        }
+    }
+
+    /// Tries the ranked warm candidates; the guarded patch decides races.
+    async fn adopt(
+        &self,
+        pool: &SandboxWarmPool,
+        template: &SandboxTemplate,
+        template_name: &str,
+    ) -> Result<Adoption, Error> {
+        let claim_state = &self.ctx.claim;
+        let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
+        let facts = recreate.then(|| crate::warm_pool::blueprint::TemplateFacts {
+            blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(&template.spec.blueprint),
+            template: Arc::new(template.clone()),
+        });
+        let started = Instant::now();
+        let skip = |sb: &Sandbox| {
+            let key = format!(
+                "{}/{}",
+                self.namespace,
+                sb.metadata.name.as_deref().unwrap_or_default()
+            );
+            claim_state.is_reserved(&key, started)
+                || facts
+                    .as_ref()
+                    .is_some_and(|f| is_stale(template_name, f, sb, true))
+        };
+        let pool_ref = PoolRef {
+            namespace: &self.namespace,
+            name: pool.metadata.name.as_deref().unwrap_or_default(),
+            uid: pool.metadata.uid.as_deref(),
+        };
+        let ranking = rank(&self.ctx.stores.sandboxes.state(), &pool_ref, &skip);
+        let mut attempts = 0;
+        for candidate in ranking.ordered {
+            if attempts >= MAX_ADOPTION_ATTEMPTS {
+                break;
+            }
+            let Some(sb_name) = candidate.metadata.name.clone() else {
+                continue;
+            };
+            let key = format!("{}/{sb_name}", self.namespace);
+            if !claim_state.reserve(&key, Instant::now()) {
+                continue;
+            }
+            attempts += 1;
+            let mut current = candidate;
+            // One fresh re-read per candidate: a 409 from an unrelated write (e.g. the core
+            // controller's status update) should not cost us the member.
+            for fresh_read in [false, true] {
+                let patch = match adoption_patch(
+                    &current,
+                    self.claim,
+                    Some(template),
+                    template_name,
+                    self.domains(),
+                ) {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break,
+                    Err(e) => {
+                        claim_state.release(&key);
+                        return Ok(Adoption::Failed(metadata_failure(e)));
+                    }
+                };
+                match self
+                    .sandboxes
+                    .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(adopted) => {
+                        claim_state.bind(&self.uid, &sb_name);
+                        self.adopted(pool, &current, &adopted).await;
+                        return Ok(Adoption::Adopted(Arc::new(adopted)));
+                    }
+                    Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
+                        match self.sandboxes.get_opt(&sb_name).await {
+                            Ok(Some(fresh)) if super::candidate::is_member(&fresh, &pool_ref) => {
+                                current = Arc::new(fresh)
+                            }
+                            Ok(_) => break,
+                            Err(e) => {
+                                claim_state.release(&key);
+                                return Err(Error::kube(format!("get Sandbox {key}"), e));
+                            }
+                        }
+                    }
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => break,
+                    Err(e) => {
+                        claim_state.release(&key);
+                        return Err(Error::kube(format!("adopt Sandbox {key}"), e));
+                    }
+                }
+            }
+            claim_state.release(&key);
+        }
+        Ok(if ranking.pending_network > 0 {
+            Adoption::PendingNetwork
+        } else {
+            Adoption::NoCandidate
+        })
+    }
+
+    async fn adopted(&self, pool: &SandboxWarmPool, before: &Sandbox, adopted: &Sandbox) {
+        if let Some(wake) = &self.ctx.claim.pool_wake {
+            let _ = wake.unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(pool));
+        }
+        let ready = before
+            .status
+            .as_ref()
+            .is_some_and(|s| api_types::conditions::is_true(&s.conditions, READY));
+        self.count_creation(
+            adopted,
+            SANDBOX_LAUNCH_TYPE_WARM,
+            controlling_pool(&before.metadata)
+                .map(|o| o.name.clone())
+                .unwrap_or_else(|| "none".into()),
+            if ready { "ready" } else { "not_ready" },
+        );
+        tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
+        Context::event(
+            self.ctx.claim_recorder.as_ref(),
+            self.claim,
+            EventType::Normal,
+            "SandboxAdopted",
+            "Adoption",
+            format!(
+                "Adopted warm pool Sandbox {:?}",
+                adopted.metadata.name.as_deref().unwrap_or_default()
+            ),
+        )
+        .await;
+    }
+
+    fn count_creation(
+        &self,
+        sandbox: &Sandbox,
+        launch_type: &str,
+        pool: String,
+        pod_condition: &str,
+    ) {
+        let template = sandbox
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .cloned()
+            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
+        self.ctx
+            .claim
+            .metrics
+            .claim_creation
+            .get_or_create(&ClaimCreationLabels {
+                namespace: self.namespace.clone(),
+                sandbox_template: template,
+                launch_type: launch_type.into(),
+                warmpool_name: pool,
+                pod_condition: pod_condition.into(),
+                created_by: normalize_created_by(
+                    self.claim
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
+                        .map(String::as_str),
+                )
+                .into(),
+            })
+            .inc();
+    }
+
+    async fn create_cold(
+        &self,
+        template: &SandboxTemplate,
+        template_name: &str,
+        pool_name: &str,
+    ) -> Result<Binding, Error> {
+        let sandbox = match build_cold_sandbox(self.claim, template, template_name, self.domains())
+        {
+            Ok(sb) => sb,
+            Err(ColdError::VolumeClaimTemplates(e)) => {
+                return Ok(Binding::Failed(Failure::VolumeClaimTemplates(e)));
+            }
+            Err(ColdError::Metadata(e)) => return Ok(Binding::Failed(metadata_failure(e))),
+            Err(ColdError::Env(EnvError::Rejected(e))) => {
+                return Ok(Binding::Failed(Failure::EnvRejected(e)));
+            }
+            Err(ColdError::Env(EnvError::Invalid(e))) => {
+                return Ok(Binding::Failed(Failure::Reconciler(e)));
+            }
+            Err(e @ ColdError::Incomplete) => {
+                return Ok(Binding::Failed(Failure::Reconciler(e.to_string())));
+            }
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match self.sandboxes.create(&params, &sandbox).await {
+            Ok(created) => {
+                self.ctx.claim.bind(&self.uid, &self.name);
+                self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");
+                Context::event(
+                    self.ctx.claim_recorder.as_ref(),
+                    self.claim,
+                    EventType::Normal,
+                    "SandboxProvisioned",
+                    "Provisioning",
+                    format!("Created Sandbox {:?}", self.name),
+                )
+                .await;
+                Ok(Binding::Bound(Arc::new(created)))
+            }
+            Err(e) if is_already_exists(&e) => Ok(Binding::Failed(Failure::CreatePending)),
+            Err(e) => Ok(Binding::Failed(Failure::Reconciler(format!(
+                "sandbox create error: {e}"
+            )))),
+        }
+    }
+
+    /// Writes the status when it changed, guarded by the claim's resourceVersion. Returns
+    /// whether the new status is now stored.
+    async fn write_status(
+        &self,
+        current: &SandboxClaimStatus,
+        next: &SandboxClaimStatus,
+    ) -> Result<bool, Error> {
+        if current == next {
+            return Ok(true);
+        }
+        let sandbox = json!({
+            "name": if next.sandbox.name.is_empty() { Value::Null } else { json!(next.sandbox.name) },
+            "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
+        });
+        let patch = json!({
+            "metadata": {"resourceVersion": self.claim.metadata.resource_version},
+            "status": {
+                "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
+                "sandbox": sandbox,
+            },
+        });
+        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match claims
+            .patch_status(&self.name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            // Stale view: the write that made it stale re-triggers this claim.
+            Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "patch status of SandboxClaim {}/{}",
+                    self.namespace, self.name
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// First Ready: latency metrics once, and the observability annotations in one patch.
+    async fn after_status_write(
+        &self,
+        old: &SandboxClaimStatus,
+        new: &mut SandboxClaimStatus,
+        sandbox: Option<&Sandbox>,
+        first_seen: Timestamp,
+    ) -> Result<(), Error> {
+        let is_ready = |s: &SandboxClaimStatus| {
+            find_condition(&s.conditions, READY).is_some_and(|c| c.status == STATUS_TRUE)
+        };
+        if !is_ready(new) {
+            return Ok(());
+        }
+        let annotations = self.claim.metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION) {
+            return Ok(());
+        }
+        let first_time = !is_ready(old) && self.ctx.claim.mark_recorded(&self.uid);
+        if first_time {
+            self.record_latencies(&annotations, sandbox, first_seen);
+        }
+        if !self.ctx.claim.settings.observability_annotations {
+            return Ok(());
+        }
+        let mut stamp = BTreeMap::new();
+        stamp.insert(
+            CLAIM_FIRST_READY_AT_ANNOTATION.to_owned(),
+            if first_time {
+                rfc3339_nano(self.now)
+            } else {
+                "unknown".to_owned()
+            },
+        );
+        if !annotations.contains_key(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION) {
+            stamp.insert(
+                CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION.to_owned(),
+                rfc3339_nano(first_seen),
+            );
+        }
+        if !annotations.contains_key(TRACE_CONTEXT_ANNOTATION)
+            && let Some(trace) = controller_common::telemetry::current_context_json()
+        {
+            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace);
+        }
+        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        let patch = json!({"metadata": {"annotations": stamp}});
+        match claims
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "stamp claim first-ready annotation on {}/{}",
+                    self.namespace, self.name
+                ),
+                e,
+            )),
+        }
+    }
+
+    fn record_latencies(
+        &self,
+        annotations: &BTreeMap<String, String>,
+        sandbox: Option<&Sandbox>,
+        first_seen: Timestamp,
+    ) {
+        let launch_type = match sandbox {
+            None => "unknown",
+            Some(sb)
+                if sb
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SANDBOX_LAUNCH_TYPE_LABEL))
+                    .map(String::as_str)
+                    == Some(SANDBOX_LAUNCH_TYPE_WARM) =>
+            {
+                "warm"
+            }
+            Some(_) => "cold",
+        };
+        let template = sandbox
+            .and_then(|sb| sb.metadata.annotations.as_ref())
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .cloned()
+            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
+        let labels = StartupLabels {
+            launch_type: launch_type.into(),
+            sandbox_template: template.clone(),
+        };
+        let since = |ts: Timestamp| -> Option<f64> {
+            let ms = self.now.as_millisecond() - ts.as_millisecond();
+            (ms >= 0).then_some(ms as f64)
+        };
+        let parsed = |key: &str| {
+            annotations
+                .get(key)
+                .and_then(|v| v.parse::<Timestamp>().ok())
+        };
+        let metrics = &self.ctx.claim.metrics;
+        if let Some(ms) = parsed(WEBHOOK_FIRST_OBSERVED_AT_ANNOTATION).and_then(since) {
+            metrics
+                .claim_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        let observed = parsed(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION).unwrap_or(first_seen);
+        if let Some(ms) = since(observed) {
+            metrics
+                .controller_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        if let Some(ms) = parsed(CLIENT_FIRST_REQUESTED_AT_ANNOTATION).and_then(since) {
+            metrics
+                .client_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        if let Some(sb) = sandbox
+            && let (Some(ready), Some(created)) = (
+                sb.status
+                    .as_ref()
+                    .and_then(|s| find_condition(&s.conditions, READY))
+                    .filter(|c| c.status == STATUS_TRUE),
+                sb.metadata.creation_timestamp.as_ref(),
+            )
+        {
+            let ms = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();
+            if ms >= 0 {
+                metrics
+                    .creation_latency
+                    .get_or_create(&CreationLatencyLabels {
+                        namespace: self.namespace.clone(),
+                        launch_type: launch_type.into(),
+                        sandbox_template: template,
+                    })
+                    .observe(ms as f64);
+            }
+        }
+    }
+}
+
+enum Adoption {
+    Adopted(Arc<Sandbox>),
+    Failed(Failure),
+    PendingNetwork,
+    NoCandidate,
+}
+
+fn metadata_failure(e: MetadataError) -> Failure {
+    match e {
+        MetadataError::Invalid { .. } => Failure::InvalidMetadata(e.to_string()),
+        MetadataError::Conflict { .. } => Failure::Reconciler(e.to_string()),
+    }
+}
+
+/// RFC 3339 with nanoseconds, trailing zeros trimmed (Go's `RFC3339Nano`).
+pub fn rfc3339_nano(ts: Timestamp) -> String {
+    ts.to_string()
+}

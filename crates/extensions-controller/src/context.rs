@@ -1,0 +1,355 @@
+//! What every reconcile shares: the client, the reflector stores it reads from, event
+//! recorders, settings and the in-memory bookkeeping of the pool and claim controllers.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Client;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use controller_common::{ControllerMetrics, ReconcileResult};
+use k8s_openapi::api::networking::v1::NetworkPolicySpec;
+
+use crate::metrics::ClaimMetrics;
+use crate::warm_pool::in_flight::InFlight;
+use crate::warm_pool::refill::{RefillLimiter, ReplenishHold};
+
+/// Field manager / event reporter name of this binary.
+pub const FIELD_MANAGER: &str = "extensions-controller";
+
+#[derive(Clone)]
+pub struct Stores {
+    pub sandboxes: Store<Sandbox>,
+    pub pools: Store<SandboxWarmPool>,
+    pub templates: Store<SandboxTemplate>,
+    pub claims: Store<SandboxClaim>,
+    pub policies: Store<NetworkPolicy>,
+    pub pods: Store<Pod>,
+}
+
+impl Stores {
+    pub async fn wait_until_ready(&self) -> bool {
+        self.sandboxes.wait_until_ready().await.is_ok()
+            && self.pools.wait_until_ready().await.is_ok()
+            && self.templates.wait_until_ready().await.is_ok()
+            && self.claims.wait_until_ready().await.is_ok()
+            && self.policies.wait_until_ready().await.is_ok()
+            && self.pods.wait_until_ready().await.is_ok()
+    }
+
+    pub fn template(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<SandboxTemplate>> {
+        self.templates.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn pool(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<SandboxWarmPool>> {
+        self.pools.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn sandbox(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Sandbox>> {
+        self.sandboxes.get(&ObjectRef::new(name).within(namespace))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSettings {
+    pub max_batch_size: u32,
+    pub replenish_delay: Duration,
+    pub max_refill_rate: f64,
+    pub readiness_grace_period: Duration,
+    pub unschedulable_recheck_interval: Duration,
+    pub enable_eviction: bool,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_batch_size: 300,
+            replenish_delay: Duration::ZERO,
+            max_refill_rate: 0.0,
+            readiness_grace_period: Duration::from_secs(300),
+            unschedulable_recheck_interval: Duration::from_secs(60),
+            enable_eviction: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimSettings {
+    /// Label domains claims may use in `additionalPodMetadata.labels`.
+    pub allowed_label_domains: Vec<String>,
+    pub events: bool,
+    pub observability_annotations: bool,
+}
+
+impl Default for ClaimSettings {
+    fn default() -> Self {
+        ClaimSettings {
+            allowed_label_domains: vec![crate::claim::metadata::DEFAULT_LABEL_DOMAIN.to_owned()],
+            events: true,
+            observability_annotations: true,
+        }
+    }
+}
+
+/// In-memory state of the pool controller (rebuilt from the caches after a restart).
+pub struct PoolState {
+    pub settings: PoolSettings,
+    pub in_flight: InFlight,
+    pub limiter: RefillLimiter,
+    pub hold: ReplenishHold,
+    /// Pools currently holding unschedulable members (for transition events).
+    pub not_progressing: Mutex<HashSet<String>>,
+}
+
+impl PoolState {
+    pub fn new(settings: PoolSettings) -> Self {
+        PoolState {
+            in_flight: InFlight::default(),
+            limiter: RefillLimiter::new(settings.max_refill_rate),
+            hold: ReplenishHold::new(settings.replenish_delay),
+            not_progressing: Mutex::default(),
+            settings,
+        }
+    }
+
+    pub fn forget(&self, key: &str) {
+        self.in_flight.forget(key);
+        self.limiter.forget(key);
+        self.hold.forget(key);
+        self.not_progressing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+/// How long a candidate stays reserved by a claim worker after a successful adoption, until
+/// the cache shows its new owner.
+pub const RESERVATION_TTL: Duration = Duration::from_secs(30);
+
+/// In-memory state of the claim controller.
+pub struct ClaimState {
+    pub settings: ClaimSettings,
+    pub metrics: ClaimMetrics,
+    /// Candidates taken or being taken by a claim worker (`namespace/name` → since).
+    reservations: Mutex<HashMap<String, Instant>>,
+    /// Claim UID → name of the Sandbox this process bound it to (write-through, so a pass on
+    /// a cache that has not caught up with the binding never looks for another sandbox).
+    bindings: Mutex<HashMap<String, String>>,
+    /// Claim UID → first time this process saw the claim.
+    first_seen: Mutex<HashMap<String, k8s_openapi::jiff::Timestamp>>,
+    /// Claim UIDs whose first-Ready metrics were recorded by this process.
+    recorded: Mutex<HashSet<String>>,
+    /// Wakes a pool after one of its members was taken (its owner reference is gone, so no
+    /// owner-based watch would).
+    pub pool_wake: Option<UnboundedSender<ObjectRef<SandboxWarmPool>>>,
+}
+
+impl ClaimState {
+    pub fn new(
+        settings: ClaimSettings,
+        metrics: ClaimMetrics,
+        pool_wake: Option<UnboundedSender<ObjectRef<SandboxWarmPool>>>,
+    ) -> Self {
+        ClaimState {
+            settings,
+            metrics,
+            reservations: Mutex::default(),
+            bindings: Mutex::default(),
+            first_seen: Mutex::default(),
+            recorded: Mutex::default(),
+            pool_wake,
+        }
+    }
+
+    /// Reserves a candidate for this worker; false when another worker holds it.
+    pub fn reserve(&self, key: &str, now: Instant) -> bool {
+        let mut reservations = self.reservations.lock().unwrap_or_else(|e| e.into_inner());
+        reservations.retain(|_, at| now.duration_since(*at) < RESERVATION_TTL);
+        if reservations.contains_key(key) {
+            return false;
+        }
+        reservations.insert(key.to_owned(), now);
+        true
+    }
+
+    pub fn is_reserved(&self, key: &str, now: Instant) -> bool {
+        self.reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .is_some_and(|at| now.duration_since(*at) < RESERVATION_TTL)
+    }
+
+    pub fn release(&self, key: &str) {
+        self.reservations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    pub fn bind(&self, claim_uid: &str, sandbox: &str) {
+        self.bindings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(claim_uid.to_owned(), sandbox.to_owned());
+    }
+
+    pub fn binding(&self, claim_uid: &str) -> Option<String> {
+        self.bindings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(claim_uid)
+            .cloned()
+    }
+
+    pub fn first_seen(
+        &self,
+        claim_uid: &str,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> k8s_openapi::jiff::Timestamp {
+        *self
+            .first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(claim_uid.to_owned())
+            .or_insert(now)
+    }
+
+    /// Marks the claim's first Ready as recorded; false if it already was.
+    pub fn mark_recorded(&self, claim_uid: &str) -> bool {
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(claim_uid.to_owned())
+    }
+
+    pub fn forget(&self, claim_uid: &str) {
+        self.bindings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(claim_uid);
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(claim_uid);
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(claim_uid);
+    }
+}
+
+pub struct Context {
+    pub client: Client,
+    pub stores: Stores,
+    pub pool: PoolState,
+    pub claim: ClaimState,
+    /// Recorder for pool and template events.
+    pub recorder: Option<Recorder>,
+    /// Recorder for claim events (`None` with `--disable-claim-events`).
+    pub claim_recorder: Option<Recorder>,
+    /// controller-runtime style reconcile metrics.
+    pub reconcile_metrics: Option<ControllerMetrics>,
+    /// NetworkPolicy `namespace/name` → (resourceVersion we wrote, the spec we asked for), so a
+    /// server-defaulted field does not make us rewrite the policy forever.
+    pub policy_writes: Mutex<HashMap<String, (String, NetworkPolicySpec)>>,
+    /// Consecutive failures per object key, for the error backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Longest error backoff.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
+const BASE_BACKOFF: Duration = Duration::from_millis(200);
+
+impl Context {
+    pub fn new(
+        client: Client,
+        stores: Stores,
+        pool: PoolState,
+        claim: ClaimState,
+        recorder: Option<Recorder>,
+        claim_recorder: Option<Recorder>,
+        reconcile_metrics: Option<ControllerMetrics>,
+    ) -> Self {
+        Context {
+            client,
+            stores,
+            pool,
+            claim,
+            recorder,
+            claim_recorder,
+            reconcile_metrics,
+            policy_writes: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The next retry delay for `key` after a failure (exponential, capped).
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(key.to_owned()).or_insert(0);
+        *n = n.saturating_add(1);
+        BASE_BACKOFF
+            .saturating_mul(2u32.saturating_pow((*n - 1).min(12)))
+            .min(MAX_BACKOFF)
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Records one reconcile in the controller-runtime style metrics.
+    pub fn observe(
+        &self,
+        controller: &str,
+        started: Instant,
+        result: &Result<kube::runtime::controller::Action, crate::Error>,
+    ) {
+        let Some(metrics) = &self.reconcile_metrics else {
+            return;
+        };
+        let outcome = match result {
+            Err(_) => ReconcileResult::Error,
+            Ok(action) if *action == kube::runtime::controller::Action::await_change() => {
+                ReconcileResult::Success
+            }
+            Ok(_) => ReconcileResult::RequeueAfter,
+        };
+        metrics.observe_reconcile(controller, outcome, started.elapsed());
+    }
+
+    /// Publishes an Event; failures are logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        recorder: Option<&Recorder>,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let Some(recorder) = recorder else {
+            return;
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(err) = recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::warn!(error = %err, reason, "failed to publish event");
+        }
+    }
+}

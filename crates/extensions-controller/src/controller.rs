@@ -1,0 +1,452 @@
+//! Wiring: one shared reflector per kind (so the three controllers read the same caches and
+//! the API server serves one watch per kind), and the three kube-runtime Controllers with their
+//! triggers.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use api_types::keys::{SANDBOX_NAME_HASH_LABEL, SANDBOX_WARM_POOL_LABEL};
+use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool, name_hash};
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::WatchStreamExt;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::claim;
+use crate::context::{
+    ClaimSettings, ClaimState, Context, FIELD_MANAGER, PoolSettings, PoolState, Stores,
+};
+use crate::metrics::ClaimMetrics;
+use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
+use crate::{template, warm_pool};
+
+/// Events buffered per subscriber of a shared reflector.
+const SHARED_BUFFER: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub pool: PoolSettings,
+    pub claim: ClaimSettings,
+    pub claim_workers: u16,
+    pub pool_workers: u16,
+    pub template_workers: u16,
+    /// Event reporter instance (pod name).
+    pub instance: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            pool: PoolSettings::default(),
+            claim: ClaimSettings::default(),
+            claim_workers: 50,
+            pool_workers: 1,
+            template_workers: 1,
+            instance: None,
+        }
+    }
+}
+
+fn strip_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Pods are only read for their scheduling state.
+fn slim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.spec = Some(PodSpec {
+        node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ..PodSpec::default()
+    });
+}
+
+/// Passes an object only when `fingerprint` changed since the last time (status-only updates
+/// of our own writes are dropped this way).
+fn changed_only<K, S>(
+    stream: S,
+    fingerprint: fn(&K) -> u64,
+) -> impl Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource + Send + Sync + 'static,
+    S: Stream<Item = Arc<K>> + Send + 'static,
+{
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    stream.filter(move |obj| {
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        let print = fingerprint(obj);
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = seen.insert(uid, print) != Some(print);
+        future::ready(changed)
+    })
+}
+
+fn spec_fingerprint<K: Resource>(obj: &K) -> u64 {
+    let mut h = DefaultHasher::new();
+    let meta = obj.meta();
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+        .hash(&mut h);
+    h.finish()
+}
+
+fn pool_fingerprint(pool: &SandboxWarmPool) -> u64 {
+    spec_fingerprint(pool)
+}
+
+fn claim_fingerprint(claim: &SandboxClaim) -> u64 {
+    spec_fingerprint(claim)
+}
+
+/// A shared reflector: the store, the driver future and `subscribers` event streams.
+fn shared<K>(
+    client: &Client,
+    config: watcher::Config,
+    subscribers: usize,
+) -> (
+    Store<K>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+    Vec<impl Stream<Item = Arc<K>> + Send + 'static>,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
+    let subs: Vec<_> = (0..subscribers)
+        .filter_map(|_| writer.subscribe())
+        .collect();
+    let driver = watcher(Api::<K>::all(client.clone()), config)
+        .default_backoff()
+        .modify(strip_managed_fields::<K>)
+        .reflect_shared(writer)
+        .for_each(|event| {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, kind = %K::kind(&()), "watch error; retrying");
+            }
+            future::ready(())
+        });
+    (store, driver, subs)
+}
+
+fn pools_for_sandbox(
+    pools: &Store<SandboxWarmPool>,
+    sb: &Sandbox,
+) -> Vec<ObjectRef<SandboxWarmPool>> {
+    let Some(namespace) = sb.metadata.namespace.as_deref() else {
+        return Vec::new();
+    };
+    let mut refs = HashSet::new();
+    if let Some(owner) = controlling_pool(&sb.metadata) {
+        refs.insert(ObjectRef::new(&owner.name).within(namespace));
+    }
+    for owner in sb
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| refers_to_kind(o, WARM_POOL_KIND))
+    {
+        refs.insert(ObjectRef::new(&owner.name).within(namespace));
+    }
+    if let Some(hash) = sb
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+    {
+        for pool in pools.state() {
+            if pool.metadata.namespace.as_deref() == Some(namespace)
+                && pool
+                    .metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| name_hash(n) == *hash)
+            {
+                refs.insert(ObjectRef::from_obj(&*pool));
+            }
+        }
+    }
+    refs.into_iter().collect()
+}
+
+fn pools_for_template(
+    pools: &Store<SandboxWarmPool>,
+    template: &SandboxTemplate,
+) -> Vec<ObjectRef<SandboxWarmPool>> {
+    pools
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace == template.metadata.namespace
+                && Some(p.spec.sandbox_template_ref.name.as_str())
+                    == template.metadata.name.as_deref()
+        })
+        .map(|p| ObjectRef::from_obj(&*p))
+        .collect()
+}
+
+fn is_unbound(claim: &SandboxClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_none()
+        && claim
+            .status
+            .as_ref()
+            .is_none_or(|s| s.sandbox.name.is_empty())
+}
+
+fn claims_for_pool(
+    claims: &Store<SandboxClaim>,
+    pool: &SandboxWarmPool,
+) -> Vec<ObjectRef<SandboxClaim>> {
+    claims
+        .state()
+        .into_iter()
+        .filter(|c| {
+            c.metadata.namespace == pool.metadata.namespace
+                && Some(c.spec.warm_pool_ref.name.as_str()) == pool.metadata.name.as_deref()
+                && is_unbound(c)
+        })
+        .map(|c| ObjectRef::from_obj(&*c))
+        .collect()
+}
+
+fn claims_for_template(
+    pools: &Store<SandboxWarmPool>,
+    claims: &Store<SandboxClaim>,
+    template: &SandboxTemplate,
+) -> Vec<ObjectRef<SandboxClaim>> {
+    pools_for_template(pools, template)
+        .into_iter()
+        .filter_map(|pool| pools.get(&pool))
+        .flat_map(|pool| claims_for_pool(claims, &pool))
+        .collect()
+}
+
+fn log_result<T>(
+    res: Result<T, controller::Error<crate::Error, watcher::Error>>,
+) -> future::Ready<()> {
+    if let Err(e) = res {
+        match e {
+            controller::Error::ObjectNotFound(_) => {}
+            other => tracing::debug!(error = %other, "controller event"),
+        }
+    }
+    future::ready(())
+}
+
+/// The three controllers, ready to run.
+pub struct ExtensionsController {
+    client: Client,
+    options: Options,
+    metrics: ClaimMetrics,
+    reconcile_metrics: Option<controller_common::ControllerMetrics>,
+}
+
+impl ExtensionsController {
+    pub fn new(
+        client: Client,
+        options: Options,
+        metrics: ClaimMetrics,
+        reconcile_metrics: Option<controller_common::ControllerMetrics>,
+    ) -> Self {
+        ExtensionsController {
+            client,
+            options,
+            metrics,
+            reconcile_metrics,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled. `on_synced` is called once every cache is filled.
+    pub async fn run(self, shutdown: CancellationToken, on_synced: impl FnOnce() + Send + 'static) {
+        let ExtensionsController {
+            client,
+            options,
+            metrics,
+            reconcile_metrics,
+        } = self;
+        let (sandboxes, sb_driver, mut sb_subs) =
+            shared::<Sandbox>(&client, watcher::Config::default(), 2);
+        let (pools, pool_driver, mut pool_subs) =
+            shared::<SandboxWarmPool>(&client, watcher::Config::default(), 2);
+        let (templates, tmpl_driver, mut tmpl_subs) =
+            shared::<SandboxTemplate>(&client, watcher::Config::default(), 3);
+        let (claims, claim_driver, mut claim_subs) =
+            shared::<SandboxClaim>(&client, watcher::Config::default(), 1);
+        let (policies, np_driver, mut np_subs) =
+            shared::<NetworkPolicy>(&client, watcher::Config::default(), 1);
+        let (pods, pod_writer) = reflector::store::<Pod>();
+        let pod_driver = watcher(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(SANDBOX_NAME_HASH_LABEL),
+        )
+        .default_backoff()
+        .modify(slim_pod)
+        .reflect(pod_writer)
+        .for_each(|_| future::ready(()));
+
+        let stores = Stores {
+            sandboxes: sandboxes.clone(),
+            pools: pools.clone(),
+            templates: templates.clone(),
+            claims: claims.clone(),
+            policies,
+            pods,
+        };
+        let (wake_tx, wake_rx) = mpsc::unbounded();
+        let recorder = |name: &str| {
+            Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: name.to_owned(),
+                    instance: options.instance.clone(),
+                },
+            )
+        };
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            stores.clone(),
+            PoolState::new(options.pool.clone()),
+            ClaimState::new(options.claim.clone(), metrics, Some(wake_tx)),
+            Some(recorder(FIELD_MANAGER)),
+            options
+                .claim
+                .events
+                .then(|| recorder("sandboxclaim-controller")),
+            reconcile_metrics.clone(),
+        ));
+        if let Some(m) = &reconcile_metrics {
+            m.set_max_concurrent_reconciles(
+                claim::reconcile::CONTROLLER_NAME,
+                u32::from(options.claim_workers),
+            );
+            m.set_max_concurrent_reconciles(
+                warm_pool::reconcile::CONTROLLER_NAME,
+                u32::from(options.pool_workers),
+            );
+            m.set_max_concurrent_reconciles(
+                template::reconcile::CONTROLLER_NAME,
+                u32::from(options.template_workers),
+            );
+        }
+
+        let (Some(sb_for_claims), Some(sb_for_pools)) = (sb_subs.pop(), sb_subs.pop()) else {
+            return;
+        };
+        let (Some(pool_for_claims), Some(pool_for_pools)) = (pool_subs.pop(), pool_subs.pop())
+        else {
+            return;
+        };
+        let (Some(tmpl_for_claims), Some(tmpl_for_pools), Some(tmpl_for_templates)) =
+            (tmpl_subs.pop(), tmpl_subs.pop(), tmpl_subs.pop())
+        else {
+            return;
+        };
+        let (Some(claim_events), Some(np_events)) = (claim_subs.pop(), np_subs.pop()) else {
+            return;
+        };
+        let config = |workers: u16| controller::Config::default().concurrency(workers);
+
+        let template_controller =
+            Controller::for_shared_stream(tmpl_for_templates, templates.clone())
+                .owns_shared_stream(np_events)
+                .with_config(config(options.template_workers))
+                .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+                .run(
+                    template::reconcile::reconcile,
+                    template::reconcile::error_policy,
+                    ctx.clone(),
+                )
+                .for_each(log_result);
+
+        let pools_for_sb = pools.clone();
+        let pools_for_tmpl = pools.clone();
+        let pool_controller = Controller::for_shared_stream(
+            changed_only(pool_for_pools, pool_fingerprint),
+            pools.clone(),
+        )
+        .watches_shared_stream(sb_for_pools, move |sb: Arc<Sandbox>| {
+            pools_for_sandbox(&pools_for_sb, &sb)
+        })
+        .watches_shared_stream(tmpl_for_pools, move |t: Arc<SandboxTemplate>| {
+            pools_for_template(&pools_for_tmpl, &t)
+        })
+        .reconcile_on(wake_rx)
+        .with_config(config(options.pool_workers))
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            warm_pool::reconcile::reconcile,
+            warm_pool::reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_result);
+
+        let claims_for_pools = claims.clone();
+        let (pools_c, claims_c) = (pools.clone(), claims.clone());
+        let claim_controller = Controller::for_shared_stream(
+            changed_only(claim_events, claim_fingerprint),
+            claims.clone(),
+        )
+        .owns_shared_stream(sb_for_claims)
+        .watches_shared_stream(pool_for_claims, move |p: Arc<SandboxWarmPool>| {
+            claims_for_pool(&claims_for_pools, &p)
+        })
+        .watches_shared_stream(tmpl_for_claims, move |t: Arc<SandboxTemplate>| {
+            claims_for_template(&pools_c, &claims_c, &t)
+        })
+        .with_config(config(options.claim_workers))
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            claim::reconcile::reconcile,
+            claim::reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_result);
+
+        let synced = {
+            let stores = stores.clone();
+            async move {
+                if stores.wait_until_ready().await {
+                    on_synced();
+                }
+            }
+        };
+        let drivers = async {
+            tokio::join!(
+                sb_driver,
+                pool_driver,
+                tmpl_driver,
+                claim_driver,
+                np_driver,
+                pod_driver
+            );
+        };
+        let stop = shutdown.clone();
+        tokio::select! {
+            _ = async { tokio::join!(template_controller, pool_controller, claim_controller, synced) } => {}
+            _ = drivers => {}
+            _ = stop.cancelled() => {
+                // Let the controllers finish their in-flight reconciles.
+            }
+        }
+    }
+}
