@@ -22,6 +22,10 @@ pub enum Command {
     /// Write the release manifests sandbox.yaml, extensions.yaml and
     /// sandbox-with-extensions.yaml.
     Release(ReleaseArgs),
+    /// Run devcluster with both controllers and a quickstart warm pool (Ctrl-C stops it).
+    Dev(crate::dev::DevArgs),
+    /// Regenerate the controller flags tables in docs/configuration.md and README.md.
+    Docs(crate::docs::DocsArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

@@ -13,6 +13,8 @@
 
 pub mod cli;
 pub mod crds;
+pub mod dev;
+pub mod docs;
 pub mod error;
 pub mod manifest;
 pub mod release;

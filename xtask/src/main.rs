@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Crds(args) => xtask::crds::run(args.check),
         Command::Release(args) => xtask::release::run(args),
+        Command::Dev(args) => return xtask::dev::main(args),
+        Command::Docs(args) => return xtask::docs::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
