@@ -284,8 +284,12 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
         .filter_map(|applied| applied.strip_prefix("CustomResourceDefinition/"))
         .map(str::to_owned)
         .collect();
-    cluster::wait_crds_established(&client, &crd_names, Instant::now() + Duration::from_secs(30))
-        .await?;
+    cluster::wait_crds_established(
+        &client,
+        &crd_names,
+        Instant::now() + Duration::from_secs(30),
+    )
+    .await?;
     let quickstart = root.join("examples").join("quickstart");
     let template = quickstart.join("template.yaml");
     let warm_pool = quickstart.join("warmpool.yaml");
@@ -620,14 +624,20 @@ mod tests {
             time_to_bound: Duration::from_millis(42),
         }];
         let text = banner(&claims, true).render();
-        assert!(text.contains("claim dev-claim-1 bound to sandbox python-quickstart-abcde in 42 ms"));
+        assert!(
+            text.contains("claim dev-claim-1 bound to sandbox python-quickstart-abcde in 42 ms")
+        );
     }
 
     #[test]
     fn without_controllers_it_shows_how_to_start_them() {
         let text = banner(&[], false).render();
         assert!(text.contains("controllers not started"));
-        assert!(text.contains("target/debug/sandbox-controller --kubeconfig=/repo/target/dev/kubeconfig"));
+        assert!(
+            text.contains(
+                "target/debug/sandbox-controller --kubeconfig=/repo/target/dev/kubeconfig"
+            )
+        );
         assert!(text.contains("target/debug/extensions-controller --kubeconfig="));
         assert!(!text.contains("kubectl apply"));
     }

@@ -41,7 +41,9 @@ pub enum DocsError {
     #[error("{path}: expected one line {BEGIN:?} followed by one line {END:?}")]
     Markers { path: PathBuf },
     /// `--check` found a stale table.
-    #[error("{files} out of date with the binaries' flags; run `cargo xtask docs` and commit the result")]
+    #[error(
+        "{files} out of date with the binaries' flags; run `cargo xtask docs` and commit the result"
+    )]
     OutOfDate { files: String },
 }
 
@@ -252,7 +254,11 @@ mod tests {
                 "{flag} in\n{table}"
             );
         }
-        assert!(table.contains("| `--sandbox-concurrent-workers` | `SANDBOX_CONCURRENT_WORKERS` | `100` |"));
+        assert!(
+            table.contains(
+                "| `--sandbox-concurrent-workers` | `SANDBOX_CONCURRENT_WORKERS` | `100` |"
+            )
+        );
         assert!(!table.contains("`--help`"));
     }
 }

@@ -47,7 +47,10 @@ pub async fn connect(kubeconfig: &Path) -> Result<Client, DevError> {
 /// Whether the API server answers (a namespace list succeeds).
 pub async fn is_serving(client: &Client) -> bool {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    namespaces.list(&ListParams::default().limit(1)).await.is_ok()
+    namespaces
+        .list(&ListParams::default().limit(1))
+        .await
+        .is_ok()
 }
 
 /// The kinds `cargo xtask dev` knows how to apply, by `(apiVersion, kind)`.
@@ -76,8 +79,8 @@ pub async fn apply_files(client: &Client, files: &[&Path]) -> Result<Vec<String>
         })?;
         for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
             let origin = format!("{} (document {})", file.display(), index + 1);
-            let value: serde_json::Value = serde::Deserialize::deserialize(document)
-                .map_err(|e| DevError::Manifest {
+            let value: serde_json::Value =
+                serde::Deserialize::deserialize(document).map_err(|e| DevError::Manifest {
                     origin: origin.clone(),
                     message: e.to_string(),
                 })?;
@@ -227,9 +230,11 @@ pub async fn create_and_time_claims(
     deadline: Instant,
 ) -> Result<Vec<BoundClaim>, DevError> {
     let claims: Api<SandboxClaim> = Api::namespaced(client.clone(), namespace);
-    let kube_error = |action: String| move |e: kube::Error| DevError::Kube {
-        action,
-        message: e.to_string(),
+    let kube_error = |action: String| {
+        move |e: kube::Error| DevError::Kube {
+            action,
+            message: e.to_string(),
+        }
     };
     let list = claims
         .list(&ListParams::default().limit(1))
@@ -259,7 +264,9 @@ pub async fn create_and_time_claims(
         claims
             .create(&PostParams::default(), &claim)
             .await
-            .map_err(kube_error(format!("create SandboxClaim {namespace}/{name}")))?;
+            .map_err(kube_error(format!(
+                "create SandboxClaim {namespace}/{name}"
+            )))?;
     }
 
     let mut bound: Vec<BoundClaim> = Vec::new();

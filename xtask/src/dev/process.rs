@@ -25,7 +25,12 @@ pub struct ChildGroup {
 impl ChildGroup {
     /// Starts `program args` as the leader of a new process group, with stdout and stderr
     /// appended to `log` (created or truncated).
-    pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Self, DevError> {
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Self, DevError> {
         let log_file = File::create(log).map_err(|source| DevError::Io {
             action: "create log file",
             path: log.to_path_buf(),
