@@ -147,11 +147,21 @@ pub fn flags_of(command: &clap::Command) -> Vec<Flag> {
                 .or_else(|| arg.get_help())
                 .map(|help| help.to_string())
                 .unwrap_or_default();
+            let choices: Vec<String> = arg
+                .get_possible_values()
+                .iter()
+                .filter(|value| !value.is_hide_set())
+                .map(|value| format!("`{}`", value.get_name()))
+                .collect();
+            let mut help = one_line(&help);
+            if !choices.is_empty() {
+                help.push_str(&format!(" (one of {})", choices.join(", ")));
+            }
             Some(Flag {
                 long: format!("--{long}"),
                 env,
                 default,
-                help: one_line(&help),
+                help,
             })
         })
         .collect()
