@@ -205,6 +205,50 @@ fn seed(state: &SharedState, config: &Config) {
             .store
             .write::<()>("namespaces", "", &ns, |_, _| Ok(WriteOp::Put(obj)));
     }
+    if config.node_agent {
+        for i in 0..config.nodes.nodes {
+            let name = crate::nodes::NodeConfig::node_name(i);
+            let ip = crate::nodes::NodeConfig::node_ip(i).to_string();
+            let node = json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "uid": crate::meta::new_uid(),
+                    "creationTimestamp": now,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": std::env::consts::ARCH,
+                        "node.kubernetes.io/instance-type": "devcluster",
+                    },
+                },
+                "spec": {},
+                "status": {
+                    "addresses": [
+                        {"type": "InternalIP", "address": ip},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "conditions": [{
+                        "type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "simulated by devcluster",
+                        "lastHeartbeatTime": now, "lastTransitionTime": now,
+                    }],
+                    "nodeInfo": {
+                        "kubeletVersion": format!("v{}.{}.0-devcluster", crate::discovery::KUBE_MAJOR, crate::discovery::KUBE_MINOR),
+                        "operatingSystem": "linux",
+                        "architecture": std::env::consts::ARCH,
+                        "containerRuntimeVersion": "devcluster://simulated",
+                    },
+                },
+            });
+            let _ = state
+                .store
+                .write::<()>("nodes", "", &name, |_, _| Ok(WriteOp::Put(node)));
+        }
+    }
     state.service_ips.reserve("10.96.0.1");
     let svc = json!({
         "apiVersion": "v1",

@@ -249,6 +249,7 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
         tracks_generation: true,
         delete_returns_object: false,
         allow_unconditional_update: false,
+        allow_create_on_update: false,
         crd: Some(std::sync::Arc::new(crd.clone())),
         schemas: crate::schema_glue::compile(crd),
     })

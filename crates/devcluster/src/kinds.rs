@@ -143,6 +143,9 @@ pub fn prepare_create(
                 default(spec, "replicas", json!(1));
                 default(spec, "revisionHistoryLimit", json!(10));
                 default(spec, "progressDeadlineSeconds", json!(600));
+                if let Some(template_spec) = spec.pointer_mut("/template/spec") {
+                    default_pod_spec(template_spec);
+                }
                 default(
                     spec,
                     "strategy",
@@ -179,6 +182,40 @@ fn fold_string_data(obj: &mut Value) {
     }
 }
 
+/// The defaults of a PodSpec (pods and pod templates alike).
+fn default_pod_spec(spec: &mut Value) {
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    for list in ["initContainers", "containers"] {
+        if let Some(Value::Array(cs)) = spec.get_mut(list) {
+            for c in cs.iter_mut() {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+                let tag_latest = !image.contains('@')
+                    && image
+                        .rsplit('/')
+                        .next()
+                        .is_none_or(|last| !last.contains(':') || last.ends_with(":latest"));
+                default(
+                    c,
+                    "imagePullPolicy",
+                    json!(if tag_latest { "Always" } else { "IfNotPresent" }),
+                );
+                default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                default(c, "terminationMessagePolicy", json!("File"));
+                default(c, "resources", json!({}));
+                if let Some(Value::Array(ports)) = c.get_mut("ports") {
+                    for p in ports {
+                        default(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn prepare_pod(obj: &mut Value) -> Result<(), Vec<Cause>> {
     let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
         return Err(vec![cause(
@@ -198,11 +235,7 @@ fn prepare_pod(obj: &mut Value) -> Result<(), Vec<Cause>> {
             "Required value".into(),
         )]);
     }
-    default(spec, "restartPolicy", json!("Always"));
-    default(spec, "terminationGracePeriodSeconds", json!(30));
-    default(spec, "dnsPolicy", json!("ClusterFirst"));
-    default(spec, "securityContext", json!({}));
-    default(spec, "schedulerName", json!("default-scheduler"));
+    default_pod_spec(spec);
     default(spec, "enableServiceLinks", json!(true));
     default(spec, "priority", json!(0));
     default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
@@ -229,45 +262,26 @@ fn prepare_pod(obj: &mut Value) -> Result<(), Vec<Cause>> {
     let mut any_requests = false;
     let mut guaranteed = true;
     for list in ["initContainers", "containers"] {
-        if let Some(Value::Array(cs)) = spec.get_mut(list) {
-            for c in cs.iter_mut() {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                let tag_latest = !image.contains('@')
-                    && image
-                        .rsplit('/')
-                        .next()
-                        .is_none_or(|last| !last.contains(':') || last.ends_with(":latest"));
-                default(
-                    c,
-                    "imagePullPolicy",
-                    json!(if tag_latest { "Always" } else { "IfNotPresent" }),
-                );
-                default(c, "terminationMessagePath", json!("/dev/termination-log"));
-                default(c, "terminationMessagePolicy", json!("File"));
-                default(c, "resources", json!({}));
-                if let Some(Value::Array(ports)) = c.get_mut("ports") {
-                    for p in ports {
-                        default(p, "protocol", json!("TCP"));
-                    }
-                }
-                let res = &c["resources"];
-                let req_any = res
-                    .get("requests")
+        for c in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let res = &c["resources"];
+            let non_empty = |k: &str| {
+                res.get(k)
                     .and_then(Value::as_object)
                     .is_some_and(|m| !m.is_empty())
-                    || res
-                        .get("limits")
-                        .and_then(Value::as_object)
-                        .is_some_and(|m| !m.is_empty());
-                any_requests |= req_any;
-                let lim = res.get("limits").and_then(Value::as_object);
-                let full = lim.is_some_and(|l| l.contains_key("cpu") && l.contains_key("memory"));
-                let equal = res
-                    .get("requests")
-                    .and_then(Value::as_object)
-                    .is_none_or(|r| r.iter().all(|(k, v)| lim.and_then(|l| l.get(k)) == Some(v)));
-                guaranteed &= full && equal;
-            }
+            };
+            any_requests |= non_empty("requests") || non_empty("limits");
+            let lim = res.get("limits").and_then(Value::as_object);
+            let full = lim.is_some_and(|l| l.contains_key("cpu") && l.contains_key("memory"));
+            let equal = res
+                .get("requests")
+                .and_then(Value::as_object)
+                .is_none_or(|r| r.iter().all(|(k, v)| lim.and_then(|l| l.get(k)) == Some(v)));
+            guaranteed &= full && equal;
         }
     }
     let qos = if !any_requests {
@@ -370,12 +384,55 @@ pub fn prepare_update(
             // spec.finalizers only change through /finalize.
             new["spec"] = old.get("spec").cloned().unwrap_or_else(|| json!({}));
         }
-        ("", "secrets") => fold_string_data(new),
-        ("", "pods") => check_pod_update(old, new)?,
+        ("", "secrets") => {
+            fold_string_data(new);
+            check_immutable_data(old, new)?;
+        }
+        ("", "configmaps") => check_immutable_data(old, new)?,
+        ("", "pods") => {
+            if let Some(spec) = new.get_mut("spec") {
+                default_pod_spec(spec);
+            }
+            check_pod_update(old, new)?;
+        }
+        ("apps", "deployments") => {
+            if let Some(template_spec) = new.pointer_mut("/spec/template/spec") {
+                default_pod_spec(template_spec);
+            }
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => crate::crd::prepare(new)?,
         _ => {}
     }
     Ok(())
+}
+
+/// ConfigMaps and Secrets marked `immutable: true` keep their data and the flag.
+fn check_immutable_data(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
+    if old.get("immutable") != Some(&Value::Bool(true)) {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    for field in ["data", "binaryData"] {
+        if old.get(field) != new.get(field) {
+            causes.push(cause(
+                "FieldValueForbidden",
+                field,
+                "Forbidden: field is immutable when `immutable` is set".into(),
+            ));
+        }
+    }
+    if new.get("immutable") != Some(&Value::Bool(true)) {
+        causes.push(cause(
+            "FieldValueForbidden",
+            "immutable",
+            "Forbidden: field is immutable when `immutable` is set".into(),
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(causes)
+    }
 }
 
 /// Pod specs are immutable except images, activeDeadlineSeconds, tolerations additions and
@@ -417,5 +474,56 @@ pub fn on_deleted(state: &SharedState, group_resource: &str, obj: &Value) {
         && let Some(ip) = obj.pointer("/spec/clusterIP").and_then(Value::as_str)
     {
         state.service_ips.release(ip);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_specs_get_the_real_defaults() {
+        let mut spec = json!({"containers": [
+            {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}]},
+            {"name": "b", "image": "nginx:1.27"}
+        ]});
+        default_pod_spec(&mut spec);
+        assert_eq!(spec["restartPolicy"], "Always");
+        assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+        assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+        assert_eq!(spec["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(spec["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(spec["containers"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(
+            spec["containers"][1]["terminationMessagePath"],
+            "/dev/termination-log"
+        );
+    }
+
+    #[test]
+    fn immutable_data_cannot_change() {
+        let old = json!({"immutable": true, "data": {"a": "1"}});
+        assert!(check_immutable_data(&old, &old).is_ok());
+        let changed = json!({"immutable": true, "data": {"a": "2"}});
+        assert_eq!(
+            check_immutable_data(&old, &changed).unwrap_err()[0].field,
+            "data"
+        );
+        let unset = json!({"data": {"a": "1"}});
+        assert_eq!(
+            check_immutable_data(&old, &unset).unwrap_err()[0].field,
+            "immutable"
+        );
+    }
+
+    #[test]
+    fn service_ips_are_not_handed_out_twice() {
+        let alloc = ServiceIpAllocator::default();
+        let a = alloc.allocate().unwrap();
+        let b = alloc.allocate().unwrap();
+        assert_ne!(a, b);
+        assert!(!alloc.reserve(&a), "already taken");
+        alloc.release(&a);
+        assert!(alloc.reserve(&a));
     }
 }

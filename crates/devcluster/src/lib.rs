@@ -26,6 +26,7 @@ pub mod tls;
 
 // The API server.
 mod api_error;
+mod builtin_types;
 mod cluster;
 mod config;
 mod crd;
@@ -35,6 +36,7 @@ mod kinds;
 mod list_filter;
 mod meta;
 mod patch_glue;
+mod protobuf;
 mod registry;
 mod rest;
 mod schema_glue;

@@ -163,3 +163,109 @@ mod tests {
         assert!(rfc3339_in(30) > now);
     }
 }
+
+/// Problems with `metadata.labels`, `metadata.annotations` and `metadata.finalizers`, as field
+/// causes of a 422 (every kind is checked, as on a real server).
+pub fn object_meta_causes(obj: &Value) -> Vec<crate::api_error::Cause> {
+    let mut out = Vec::new();
+    let mut push = |field: String, message: String| {
+        out.push(crate::api_error::Cause {
+            reason: "FieldValueInvalid".into(),
+            message,
+            field,
+        })
+    };
+    // The selector module words key problems as `... Invalid value: "key": problem`.
+    let key_problem = |key: &str| {
+        crate::selector::validate_label_key(key).err().map(|e| {
+            let text = e.to_string();
+            match text.split_once("Invalid value: ") {
+                Some((_, rest)) => format!("Invalid value: {rest}"),
+                None => text,
+            }
+        })
+    };
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            if let Some(p) = key_problem(k) {
+                push("metadata.labels".into(), p);
+            }
+            let value = v.as_str().unwrap_or("");
+            if let Some(p) = label_value_problem(value) {
+                push(
+                    "metadata.labels".into(),
+                    format!("Invalid value: {value:?}: {p}"),
+                );
+            }
+        }
+    }
+    if let Some(annotations) = obj
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
+        let mut total = 0usize;
+        for (k, v) in annotations {
+            total += k.len() + v.as_str().map_or(0, str::len);
+            if let Some(p) = key_problem(k) {
+                push("metadata.annotations".into(), p);
+            }
+        }
+        if total > 256 * 1024 {
+            push(
+                "metadata.annotations".into(),
+                format!("Too long: may not be more than 262144 bytes (got {total})"),
+            );
+        }
+    }
+    for (i, f) in finalizers(obj).iter().enumerate() {
+        if let Some(p) = key_problem(f) {
+            push(format!("metadata.finalizers[{i}]"), p);
+        }
+    }
+    out
+}
+
+fn label_value_problem(value: &str) -> Option<&'static str> {
+    if value.len() > 63 {
+        return Some("must be no more than 63 characters");
+    }
+    let b = value.as_bytes();
+    let ok = value.is_empty()
+        || (b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')));
+    (!ok).then_some(
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+    )
+}
+
+#[cfg(test)]
+mod object_meta_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bad_labels_annotations_and_finalizers_are_field_errors() {
+        let ok = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web", "empty": ""}, "finalizers": ["example.com/x"]}});
+        assert!(object_meta_causes(&ok).is_empty());
+        let bad = json!({"metadata": {
+            "labels": {"bad key": "v", "k": "bad value"},
+            "annotations": {"/x": "y"},
+            "finalizers": ["ok/one", "not ok"],
+        }});
+        let fields: Vec<String> = object_meta_causes(&bad)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata.labels",
+                "metadata.labels",
+                "metadata.annotations",
+                "metadata.finalizers[1]"
+            ]
+        );
+    }
+}

@@ -11,8 +11,10 @@
 //!   `ContainersReady`, `Ready`, `PodScheduled` (and `PodReadyToStartContainers`), `podIP(s)` from
 //!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
-//! - a terminating pod (`deletionTimestamp` set) is deleted with `gracePeriodSeconds=0` and a uid
-//!   precondition after `min(grace period, termination delay)`;
+//! - a terminating pod (`deletionTimestamp` set) stops after `min(grace period, termination
+//!   delay)`: its status reports the containers terminated and the terminal phase (`Succeeded`,
+//!   or `Failed` if a container had failed), then it is deleted with `gracePeriodSeconds=0` and a
+//!   uid precondition;
 //! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
 //!   modes (merge patch on `persistentvolumeclaims/NAME/status`).
 //!
@@ -329,6 +331,10 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
                 bound.remove(&uid);
             }
             result
+        }
+        PodStep::Terminate => {
+            let patch = status::terminal_patch(&pod, &now_text);
+            patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await
         }
         PodStep::Delete => {
             let params = DeleteParams {

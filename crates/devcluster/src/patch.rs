@@ -38,7 +38,10 @@ mod json;
 mod shape;
 mod strategic;
 
-pub use apply::{ApplyError, ApplyOptions, Conflict, apply, record_update};
+pub use apply::{
+    ApplyError, ApplyOptions, BEFORE_FIRST_APPLY, Conflict, apply, record_update,
+    record_update_ignoring,
+};
 pub use fieldset::{FieldPath, FieldSet, PathElement};
 pub use json::{MAX_JSON_PATCH_OPERATIONS, json_patch, merge_patch, merge_patch_request};
 pub use shape::{AtomicShape, BuiltinShape, FieldShape, ListType, builtin_shape};

@@ -205,8 +205,23 @@ pub fn record_update(
     now: &str,
     info: &ResourceInfo,
 ) {
+    // Status is a reset field of main-resource writes when the kind has a status subresource.
+    let ignored: &[&str] = if subresource.is_none() && info.has_status {
+        &["status"]
+    } else {
+        &[]
+    };
     with_shape(info, |shape| {
-        patch::record_update(old, new, manager, "Update", subresource, now, shape)
+        patch::record_update_ignoring(
+            old,
+            new,
+            manager,
+            "Update",
+            subresource,
+            now,
+            shape,
+            ignored,
+        )
     });
 }
 

@@ -38,6 +38,8 @@ pub struct ResourceInfo {
     pub delete_returns_object: bool,
     /// PUT without `metadata.resourceVersion` is allowed (built-in kinds) or rejected (custom resources).
     pub allow_unconditional_update: bool,
+    /// PUT of a missing object creates it (leases, events, endpoints, services, RBAC kinds).
+    pub allow_create_on_update: bool,
     /// Set when the kind is served from a CustomResourceDefinition: the CRD object.
     pub crd: Option<Arc<Value>>,
     /// Compiled schemas of a custom resource, by version.
@@ -427,6 +429,15 @@ fn builtin_resources() -> Vec<ResourceInfo> {
             tracks_generation: b.generation,
             delete_returns_object: b.returns_object,
             allow_unconditional_update: true,
+            allow_create_on_update: matches!(
+                (b.group, b.plural),
+                ("coordination.k8s.io", "leases")
+                    | ("", "events")
+                    | ("events.k8s.io", "events")
+                    | ("", "endpoints")
+                    | ("", "services")
+                    | ("rbac.authorization.k8s.io", _)
+            ),
             crd: None,
             schemas: Vec::new(),
         })

@@ -3,6 +3,7 @@
 //! `rest/delete.rs`.
 
 mod delete;
+mod subresources;
 mod write;
 
 use std::sync::Arc;
@@ -39,15 +40,17 @@ pub async fn dispatch(
             }
         }
         ("GET", true, None) | ("GET", true, Some("status")) => get(state, &req),
-        ("GET", true, Some("scale")) => write::get_scale(state, &req),
+        ("GET", true, Some("scale")) => subresources::get_scale(state, &req),
         ("POST", false, None) => write::create(state, &req),
-        ("POST", true, Some("binding")) if req.info.plural == "pods" => write::bind(state, &req),
+        ("POST", true, Some("binding")) if req.info.plural == "pods" => {
+            subresources::bind(state, &req)
+        }
         ("PUT", true, None) | ("PUT", true, Some("status")) | ("PUT", true, Some("finalize")) => {
             write::update(state, &req)
         }
-        ("PUT", true, Some("scale")) => write::update_scale(state, &req),
+        ("PUT", true, Some("scale")) => subresources::update_scale(state, &req),
         ("PATCH", true, None) | ("PATCH", true, Some("status")) => write::patch(state, &req),
-        ("PATCH", true, Some("scale")) => write::patch_scale(state, &req),
+        ("PATCH", true, Some("scale")) => subresources::patch_scale(state, &req),
         ("DELETE", true, None) => delete::delete(state, &req),
         ("DELETE", false, None) => delete::delete_collection(state, &req),
         (_, _, Some(sub)) if !known_subresource(&req, sub) => Err(ApiError::not_found_path()),

@@ -6,8 +6,9 @@
 //!   `key!=value`, `key in (v1,v2)`, `key notin (v1,v2)`, `key>N` or `key<N`; keys are qualified names
 //!   (optional DNS-subdomain prefix and `/`), values are label values (at most 63 characters).
 //!   Whitespace between tokens is ignored; the empty selector matches everything.
-//! * field selectors: comma-separated `key=value`, `key==value`, `key!=value`; `\,`, `\=` and `\\`
-//!   escape those characters inside keys and values.
+//! * field selectors: comma-separated `key=value`, `key==value`, `key!=value`, split at the first
+//!   operator; in values `\,`, `\=` and `\\` stand for those characters, and a bare `,` or `=`
+//!   is an error.
 //! * `metav1.LabelSelector` objects (`matchLabels`, `matchExpressions`) convert with
 //!   [`LabelSelector::from_object`].
 //!
@@ -36,6 +37,10 @@ pub enum SelectorError {
     /// A field selector uses a backslash escape other than `\,`, `\=` or `\\`.
     #[error("invalid field selector: invalid escape sequence: {0}")]
     FieldEscape(String),
+    /// A field selector value holds a bare `,` or `=` (the message shows its code point, as
+    /// apimachinery's does).
+    #[error("invalid field selector: unescaped character in value: {}", u32::from(*.0))]
+    FieldUnescapedRune(char),
 }
 
 #[cfg(test)]

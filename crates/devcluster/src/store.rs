@@ -37,6 +37,8 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before this change (for watchers with selectors).
     pub previous: Option<Arc<Value>>,
+    /// The object serialized once, shared by every watcher that sends it unchanged.
+    pub encoded: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// Identifies one stored object.
@@ -280,6 +282,7 @@ impl Store {
             event_type,
             object: obj,
             previous,
+            encoded: std::sync::OnceLock::new(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {

@@ -390,6 +390,74 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_real_server_streams_watches_and_runs_pods_over_tls() {
+        use futures::StreamExt as _;
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, PostParams};
+        use kube::runtime::{WatchStreamExt as _, watcher};
+
+        let running = crate::DevCluster::start(crate::Config {
+            tls: true,
+            ..crate::Config::ephemeral()
+        })
+        .await
+        .unwrap();
+        assert!(running.url().starts_with("https://"), "{}", running.url());
+        let pods: Api<Pod> = Api::namespaced(running.client(), "default");
+        let mut ready = Box::pin(
+            watcher(pods.clone(), watcher::Config::default())
+                .applied_objects()
+                .filter_map(|pod| async move {
+                    let pod = pod.ok()?;
+                    let ready = pod
+                        .status
+                        .as_ref()?
+                        .conditions
+                        .as_ref()?
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True");
+                    ready.then_some(pod)
+                }),
+        );
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "over-tls" },
+            "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        // The watch events arrive over the TLS stream as the simulated kubelet writes them.
+        let seen = tokio::time::timeout(Duration::from_secs(10), ready.next())
+            .await
+            .expect("Ready pod seen through the watch")
+            .unwrap();
+        assert_eq!(seen.metadata.name.as_deref(), Some("over-tls"));
+
+        let kubeconfig = running.kubeconfig_path().to_str().unwrap().to_string();
+        if let Some(out) = run_optional(
+            "kubectl",
+            &[
+                "--kubeconfig",
+                &kubeconfig,
+                "get",
+                "pod",
+                "over-tls",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+        )
+        .await
+        {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "Running");
+        }
+        running.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn a_client_trusting_another_ca_is_refused() {
         let tls = generate_tls(&[]).unwrap();
         let other = generate_tls(&[]).unwrap();

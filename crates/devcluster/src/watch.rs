@@ -81,24 +81,42 @@ impl Watcher {
         event_type: EventType,
         obj: &Value,
         previous: Option<&Value>,
+        encoded: Option<&std::sync::OnceLock<Bytes>>,
     ) -> Option<Bytes> {
         let now = self.visible(obj);
-        if !self.has_selectors {
-            return now.then(|| {
-                let o = self.present(obj);
-                frame(event_type.as_str(), &o)
-            });
-        }
-        let was = previous.is_some_and(|p| self.visible(p));
-        let type_ = match (event_type, was, now) {
-            (EventType::Added, _, true) => "ADDED",
-            (EventType::Deleted, true, _) => "DELETED",
-            (EventType::Deleted, false, true) => "DELETED",
-            (EventType::Modified, false, true) => "ADDED",
-            (EventType::Modified, true, true) => "MODIFIED",
-            (EventType::Modified, true, false) => "DELETED",
-            _ => return None,
+        let type_ = if !self.has_selectors {
+            if !now {
+                return None;
+            }
+            event_type.as_str()
+        } else {
+            let was = previous.is_some_and(|p| self.visible(p));
+            match (event_type, was, now) {
+                (EventType::Added, _, true) => "ADDED",
+                (EventType::Deleted, true, _) => "DELETED",
+                (EventType::Deleted, false, true) => "DELETED",
+                (EventType::Modified, false, true) => "ADDED",
+                (EventType::Modified, true, true) => "MODIFIED",
+                (EventType::Modified, true, false) => "DELETED",
+                _ => return None,
+            }
         };
+        // Watchers at the stored version share one serialization of the object.
+        if let Some(cell) = encoded
+            && self.table.is_none()
+            && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
+            && obj.get("kind").and_then(Value::as_str) == Some(self.kind.as_str())
+        {
+            let body =
+                cell.get_or_init(|| Bytes::from(serde_json::to_vec(obj).unwrap_or_default()));
+            let mut out = Vec::with_capacity(body.len() + 32);
+            out.extend_from_slice(b"{\"type\":\"");
+            out.extend_from_slice(type_.as_bytes());
+            out.extend_from_slice(b"\",\"object\":");
+            out.extend_from_slice(body);
+            out.extend_from_slice(b"}\n");
+            return Some(Bytes::from(out));
+        }
         let o = self.present(obj);
         Some(frame(type_, &o))
     }
@@ -177,6 +195,7 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
         live,
         group_resource,
         WatchSettings {
+            from_rv: from_rv.unwrap_or(0),
             send_initial,
             bookmarks,
             timeout,
@@ -197,6 +216,8 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
 }
 
 struct WatchSettings {
+    /// The resourceVersion the client resumes from (0 for a replay).
+    from_rv: u64,
     send_initial: bool,
     bookmarks: bool,
     timeout: Duration,
@@ -223,7 +244,7 @@ async fn run(
         WatchStart::Replay(objects, rv) => {
             progress_rv = rv;
             for obj in objects {
-                if let Some(f) = w.frame_for(EventType::Added, &obj, None)
+                if let Some(f) = w.frame_for(EventType::Added, &obj, None, None)
                     && !w.send(f).await
                 {
                     return;
@@ -234,11 +255,15 @@ async fn run(
             }
         }
         WatchStart::History(events) => {
-            progress_rv = 0;
+            progress_rv = s.from_rv;
             for e in events {
                 progress_rv = e.rv;
-                if let Some(f) = w.frame_for(e.event_type, &e.object, e.previous.as_deref())
-                    && !w.send(f).await
+                if let Some(f) = w.frame_for(
+                    e.event_type,
+                    &e.object,
+                    e.previous.as_deref(),
+                    Some(&e.encoded),
+                ) && !w.send(f).await
                 {
                     return;
                 }
@@ -265,7 +290,12 @@ async fn run(
                     if e.group_resource != group_resource {
                         continue;
                     }
-                    if let Some(f) = w.frame_for(e.event_type, &e.object, e.previous.as_deref())
+                    if let Some(f) = w.frame_for(
+                    e.event_type,
+                    &e.object,
+                    e.previous.as_deref(),
+                    Some(&e.encoded),
+                )
                         && !w.send(f).await
                     {
                         return;

@@ -25,6 +25,8 @@ pub enum PodStep {
     StartAfter(Duration),
     /// Patch its status now.
     Start { node_index: u32, outcome: Outcome },
+    /// Its containers have stopped: report them terminated and the terminal phase.
+    Terminate,
     /// Finish its deletion once this much more time has passed.
     DeleteAfter(Duration),
     /// Delete it now with `gracePeriodSeconds=0` and a uid precondition.
@@ -72,6 +74,8 @@ pub fn next_step(
             .unwrap_or(requested);
         return match due.duration_since(now).try_into() {
             Ok(remaining) if remaining > Duration::ZERO => PodStep::DeleteAfter(remaining),
+            // As a kubelet does, report the stopped containers before the pod goes.
+            _ if status::is_started(pod) && !status::is_terminal(pod) => PodStep::Terminate,
             _ => PodStep::Delete,
         };
     }
@@ -312,6 +316,20 @@ mod tests {
             next_step(&p, &slower_than_grace, &fate(), Duration::ZERO, now()),
             PodStep::DeleteAfter(Duration::from_secs(20)),
             "the grace period caps the termination delay"
+        );
+
+        let mut started = v.clone();
+        started["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:00:00Z",
+            "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0 }] });
+        assert_eq!(
+            next_step(&pod(started.clone()), &fast, &fate(), Duration::ZERO, now()),
+            PodStep::Terminate,
+            "a running pod reports its containers stopped first"
+        );
+        started["status"]["phase"] = json!("Succeeded");
+        assert_eq!(
+            next_step(&pod(started), &fast, &fate(), Duration::ZERO, now()),
+            PodStep::Delete
         );
 
         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);

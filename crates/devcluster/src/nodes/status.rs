@@ -226,6 +226,117 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
     json!({ "status": status })
 }
 
+/// Status patch for a terminating pod whose containers have stopped: every container
+/// terminated, `Ready`/`ContainersReady` false, and the terminal phase a kubelet reports before
+/// the pod is removed: `Succeeded` when every container exited 0 (a running container stopping
+/// on SIGTERM is simulated as exiting 0), `Failed` when one had failed.
+pub fn terminal_patch(pod: &Pod, now: &str) -> Value {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    let mut failed = false;
+    let container_statuses: Vec<Value> = statuses
+        .iter()
+        .map(|cs| {
+            let state = cs.state.as_ref();
+            let (exit_code, reason, started_at) = match state {
+                Some(s) if s.running.is_some() => (
+                    0,
+                    "Completed".to_string(),
+                    s.running
+                        .as_ref()
+                        .and_then(|r| r.started_at.as_ref())
+                        .map(|t| format_time(t.0)),
+                ),
+                Some(s) if s.terminated.is_some() => {
+                    let t = s.terminated.as_ref().map(|t| {
+                        (
+                            t.exit_code,
+                            t.reason.clone().unwrap_or_else(|| "Error".into()),
+                            t.started_at.as_ref().map(|x| format_time(x.0)),
+                        )
+                    });
+                    t.unwrap_or((1, "Error".into(), None))
+                }
+                // Waiting (crash loop): the last run's exit stands.
+                _ => {
+                    let last = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
+                    (
+                        last.map(|t| t.exit_code).unwrap_or(1),
+                        last.and_then(|t| t.reason.clone())
+                            .unwrap_or_else(|| "Error".into()),
+                        last.and_then(|t| t.started_at.as_ref())
+                            .map(|x| format_time(x.0)),
+                    )
+                }
+            };
+            failed |= exit_code != 0;
+            let id = cs
+                .container_id
+                .clone()
+                .unwrap_or_else(|| container_id(uid, &cs.name));
+            json!({
+                "name": cs.name,
+                "image": cs.image,
+                "imageID": cs.image_id,
+                "containerID": id,
+                "ready": false,
+                "started": false,
+                "restartCount": cs.restart_count,
+                "state": { "terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": started_at.unwrap_or_else(|| now.to_string()),
+                    "finishedAt": now,
+                    "containerID": id,
+                } },
+            })
+        })
+        .collect();
+    let (phase, reason) = if failed {
+        ("Failed", "PodFailed")
+    } else {
+        ("Succeeded", "PodCompleted")
+    };
+    let make = |type_: &str, reason: Option<&str>| {
+        let mut c = json!({
+            "type": type_,
+            "status": "False",
+            "lastProbeTime": null,
+            "lastTransitionTime": transition_time(pod, type_, "False", now),
+        });
+        if let Some(reason) = reason {
+            c["reason"] = json!(reason);
+        }
+        c
+    };
+    let mut conditions = vec![
+        make("PodReadyToStartContainers", None),
+        make("Ready", Some(reason)),
+        make("ContainersReady", Some(reason)),
+    ];
+    conditions.extend(foreign_conditions(
+        pod,
+        &["PodReadyToStartContainers", "Ready", "ContainersReady"],
+    ));
+    json!({ "status": {
+        "phase": phase,
+        "conditions": conditions,
+        "containerStatuses": container_statuses,
+    } })
+}
+
+/// Whether the pod's phase is final (`Succeeded` or `Failed`).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 /// Whether the kubelet has already reported this pod as started (so there is nothing to do).
 pub fn is_started(pod: &Pod) -> bool {
     pod.status.as_ref().is_some_and(|s| {

@@ -190,6 +190,42 @@ async fn deleting_a_pod_completes() {
 }
 
 #[tokio::test]
+async fn a_deleted_pod_reports_its_containers_stopped_before_it_goes() {
+    let h = Harness::start(NodeConfig::default());
+    let api = h.pods();
+    create_pod(&api, "ending").await;
+    wait_running(&api, "ending").await;
+    let mut events = Box::pin(watcher::watcher(api.clone(), watcher::Config::default()));
+    api.delete("ending", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut phases = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let event = tokio::time::timeout_at(deadline.into(), events.next())
+            .await
+            .expect("pod deleted before the deadline")
+            .unwrap()
+            .unwrap();
+        match event {
+            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                phases.push(pod.status.and_then(|s| s.phase).unwrap_or_default());
+            }
+            watcher::Event::Delete(pod) => {
+                let last = pod.status.unwrap();
+                assert_eq!(last.phase.as_deref(), Some("Succeeded"));
+                let cs = &last.container_statuses.unwrap()[0];
+                assert!(cs.state.as_ref().unwrap().terminated.is_some());
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(phases.contains(&"Succeeded".to_string()), "{phases:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn termination_delay_keeps_a_terminating_pod_visible_for_a_while() {
     let h = Harness::start(NodeConfig {
         termination_delay: Duration::from_secs(3),
@@ -341,8 +377,9 @@ async fn failing_status_writes_are_retried_until_they_succeed() {
                 rules: vec![FaultRule {
                     verbs: vec!["patch".into(), "create".into()],
                     resources: vec!["pods/status".into(), "pods/binding".into()],
-                    // Low enough that six failures in a row (6.3 s of back-off) stay unlikely.
-                    error_rate: 0.3,
+                    // Low enough that the seven failures in a row it takes to use up the
+                    // deadline (12.7 s of back-off) stay out of reach (0.2^7 per write).
+                    error_rate: 0.2,
                     error_code: 500,
                     ..Default::default()
                 }],

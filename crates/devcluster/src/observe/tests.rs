@@ -7,6 +7,8 @@ use http::StatusCode;
 use http_body_util_shim::collect_body;
 use tower::ServiceExt as _;
 
+mod real_server;
+
 /// Collecting a response body without pulling in another crate.
 mod http_body_util_shim {
     use axum::body::Body;

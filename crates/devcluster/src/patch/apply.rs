@@ -544,6 +544,24 @@ pub fn record_update(
     now: &str,
     shape: &dyn FieldShape,
 ) {
+    record_update_ignoring(old, new, manager, operation, subresource, now, shape, &[]);
+}
+
+/// [`record_update`] for a write whose changes to some top-level fields the server discards
+/// (its "reset fields"): nobody gains or loses ownership under them. A real server does this for
+/// `status` on main-resource writes of kinds with a status subresource — the status a create
+/// carries is not owned by the creator, even if the server then fills some in.
+#[allow(clippy::too_many_arguments)]
+pub fn record_update_ignoring(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
     let sent = managed_fields_of(new).cloned();
     if let Some(Value::Array(entries)) = &sent
         && entries.len() == 1
@@ -578,7 +596,7 @@ pub fn record_update(
     let touched: BTreeSet<&String> = before_map
         .keys()
         .chain(after_map.keys())
-        .filter(|k| before_map.get(*k) != after_map.get(*k))
+        .filter(|k| !ignored.contains(&k.as_str()) && before_map.get(*k) != after_map.get(*k))
         .collect();
     let only_touched = |m: &Map<String, Value>| -> Value {
         Value::Object(

@@ -411,6 +411,8 @@ fn collect<'a>(
                 if mode.containers {
                     out.insert(path.clone(), container);
                 }
+                // elements that are atomic structs are owned whole, without their fields
+                let atomic_elements = shape.is_atomic_map(&path.field_names());
                 for (index, item) in items.iter().enumerate() {
                     let element = match key_element(item, &keys, mode.strict)
                         .map_err(|e| format!("{path}: element {index}: {e}"))?
@@ -435,7 +437,9 @@ fn collect<'a>(
                         },
                     );
                     let mut result = Ok(());
-                    if let Value::Object(fields) = item {
+                    if let Value::Object(fields) = item
+                        && !atomic_elements
+                    {
                         for (key, child) in fields {
                             path.0.push(PathElement::Field(key.clone()));
                             result = collect(child, path, shape, out, mode);

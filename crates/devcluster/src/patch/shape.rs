@@ -23,7 +23,8 @@ pub trait FieldShape {
     fn list_type(&self, path: &[&str]) -> Option<ListType>;
 
     /// Whether the object at `path` is atomic (`x-kubernetes-map-type: atomic`,
-    /// `+structType=atomic`): owned and replaced whole.
+    /// `+structType=atomic`): owned and replaced whole. For the path of a map-list, whether its
+    /// elements are atomic structs (owned as the element alone, without their fields).
     fn is_atomic_map(&self, _path: &[&str]) -> bool {
         false
     }
@@ -136,6 +137,7 @@ const POD_STATUS: &[Entry] = &[
 /// Atomic structs and maps inside a pod spec (`+structType=atomic`, `+mapType=atomic`).
 const POD_SPEC_ATOMIC: &[&str] = &[
     "nodeSelector",
+    "imagePullSecrets",
     "containers.env.valueFrom.configMapKeyRef",
     "containers.env.valueFrom.secretKeyRef",
     "containers.env.valueFrom.fieldRef",
@@ -281,6 +283,7 @@ pub fn builtin_shape(type_meta: &TypeMeta) -> BuiltinShape {
         }
         ("", "ServiceAccount") => {
             shape.add(&[], SERVICE_ACCOUNT);
+            shape.atomic(&[], &["secrets"]);
             json!({"metadata": {}})
         }
         ("", "Event") => {

@@ -18,7 +18,13 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the body of the request is empty"));
     }
     let ct = req.content_type();
-    if ct.contains("protobuf") || ct.contains("cbor") {
+    if ct.contains("protobuf") {
+        return crate::protobuf::decode(&req.body).map_err(|e| match e {
+            crate::protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(ct),
+            other => ApiError::bad_request(other.to_string()),
+        });
+    }
+    if ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(ct));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
@@ -97,6 +103,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut obj = parse_body(req)?;
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
+    crate::builtin_types::admit(&req.query, &info, &mut obj)?;
     let ns = req.namespace_or_empty().to_string();
     if let Some(body_ns) = meta::meta_str(&obj, "namespace")
         && !body_ns.is_empty()
@@ -192,6 +199,15 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         }
         crate::kinds::prepare_create(state, &info, &mut candidate)
             .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+        let meta_causes = meta::object_meta_causes(&candidate);
+        if !meta_causes.is_empty() {
+            return Err(ApiError::invalid(
+                &info.group,
+                &info.kind,
+                &name,
+                meta_causes,
+            ));
+        }
         crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
@@ -203,10 +219,10 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                     return Err(ApiError::already_exists(&info.group, &info.plural, &name));
                 }
                 if dry {
-                    dry_result = Some(candidate.clone());
+                    dry_result = Some(candidate);
                     return Ok(WriteOp::Unchanged);
                 }
-                Ok(WriteOp::Put(candidate.clone()))
+                Ok(WriteOp::Put(candidate))
             });
         match result {
             Err(e) if e.reason == "AlreadyExists" && explicit.is_none() && attempt < 7 => continue,
@@ -312,6 +328,15 @@ pub fn prepare_update(
     }
     crate::kinds::prepare_update(state, info, old, &mut new)
         .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
+    let meta_causes = meta::object_meta_causes(&new);
+    if !meta_causes.is_empty() {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name,
+            meta_causes,
+        ));
+    }
     if info.tracks_generation && spec_changed(old, &new) {
         let g = old
             .pointer("/metadata/generation")
@@ -325,7 +350,7 @@ pub fn prepare_update(
 }
 
 /// Whether anything outside `metadata` and `status` differs.
-fn spec_changed(old: &Value, new: &Value) -> bool {
+pub(super) fn spec_changed(old: &Value, new: &Value) -> bool {
     let strip = |v: &Value| -> Map<String, Value> {
         v.as_object()
             .map(|o| {
@@ -375,9 +400,10 @@ fn respond_written(
 }
 
 pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let body = parse_body(req)?;
+    let mut body = parse_body(req)?;
     check_type_meta(req, &body)?;
     let info = req.info.clone();
+    crate::builtin_types::admit(&req.query, &info, &mut body)?;
     let name = req.name.clone().unwrap_or_default();
     if let Some(n) = meta::meta_str(&body, "name")
         && n != name
@@ -395,6 +421,14 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
+    if info.allow_create_on_update
+        && state
+            .store
+            .get(&info.group_resource(), req.namespace_or_empty(), &name)
+            .is_none()
+    {
+        check_namespace(state, req)?;
+    }
     let body_rv = meta::meta_str(&body, "resourceVersion")
         .filter(|s| !s.is_empty())
         .map(String::from);
@@ -409,8 +443,30 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         &name,
         |current, _| {
             let Some(current) = current else {
-                return Err(ApiError::not_found(&info.group, &info.plural, &name));
+                if !(info.allow_create_on_update && sub.is_none() && body_rv.is_none()) {
+                    return Err(ApiError::not_found(&info.group, &info.plural, &name));
+                }
+                let ns = req.namespace_or_empty().to_string();
+                let mut created =
+                    admit_new_object(state, req, &info, body.clone(), &ns, &name, &now)?;
+                crate::patch_glue::record_update(None, &mut created, &manager, None, &now, &info);
+                if dry {
+                    dry_result = Some(created);
+                    return Ok(WriteOp::Unchanged);
+                }
+                return Ok(WriteOp::Put(created));
             };
+            let current_uid = meta::meta_str(current, "uid").unwrap_or("");
+            if let Some(uid) = meta::meta_str(&body, "uid").filter(|u| !u.is_empty())
+                && uid != current_uid
+            {
+                return Err(ApiError::conflict(
+                    &info.group,
+                    &info.plural,
+                    &name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {current_uid}"),
+                ));
+            }
             match &body_rv {
                 Some(rv) if Some(rv.as_str()) != meta::meta_str(current, "resourceVersion") => {
                     return Err(ApiError::stale(&info.group, &info.plural, &name));
@@ -446,7 +502,61 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
-    respond_written(state, req, outcome, dry_result, StatusCode::OK)
+    respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
+}
+
+/// Everything the server does to a new object written by PUT (kinds that allow create on
+/// update) or server-side apply: unknown fields, identity metadata, per-kind defaults, metadata
+/// and schema validation.
+fn admit_new_object(
+    state: &SharedState,
+    req: &ResourceRequest,
+    info: &ResourceInfo,
+    mut created: Value,
+    ns: &str,
+    name: &str,
+    now: &str,
+) -> Result<Value, ApiError> {
+    crate::builtin_types::admit(&req.query, info, &mut created)?;
+    if let Some(m) = meta::metadata_mut(&mut created) {
+        m.insert("name".into(), json!(name));
+        m.insert("uid".into(), json!(meta::new_uid()));
+        m.insert("creationTimestamp".into(), json!(now));
+        m.remove("resourceVersion");
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        if info.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        if info.tracks_generation {
+            m.insert("generation".into(), json!(1));
+        }
+    }
+    if let Some(o) = created.as_object_mut() {
+        o.insert(
+            "apiVersion".into(),
+            json!(info.api_version(info.storage_version())),
+        );
+        o.insert("kind".into(), json!(info.kind));
+        if info.has_status && info.is_custom() {
+            o.remove("status");
+        }
+    }
+    crate::kinds::prepare_create(state, info, &mut created)
+        .map_err(|causes| ApiError::invalid(&info.group, &info.kind, name, causes))?;
+    let meta_causes = meta::object_meta_causes(&created);
+    if !meta_causes.is_empty() {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            name,
+            meta_causes,
+        ));
+    }
+    crate::crd::validate_custom(&req.query, info, None, &mut created)?;
+    Ok(created)
 }
 
 pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
@@ -488,32 +598,8 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 if kind != crate::patch_glue::PatchKind::Apply || sub.is_some() {
                     return Err(ApiError::not_found(&info.group, &info.plural, &name));
                 }
-                let mut created =
-                    crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
-                if let Some(m) = meta::metadata_mut(&mut created) {
-                    m.insert("name".into(), json!(name));
-                    m.insert("uid".into(), json!(meta::new_uid()));
-                    m.insert("creationTimestamp".into(), json!(now));
-                    if info.namespaced {
-                        m.insert("namespace".into(), json!(ns));
-                    }
-                    if info.tracks_generation {
-                        m.insert("generation".into(), json!(1));
-                    }
-                }
-                if let Some(o) = created.as_object_mut() {
-                    o.insert(
-                        "apiVersion".into(),
-                        json!(info.api_version(info.storage_version())),
-                    );
-                    o.insert("kind".into(), json!(info.kind));
-                    if info.has_status && info.is_custom() {
-                        o.remove("status");
-                    }
-                }
-                crate::kinds::prepare_create(state, &info, &mut created)
-                    .map_err(|causes| ApiError::invalid(&info.group, &info.kind, &name, causes))?;
-                crate::crd::validate_custom(&req.query, &info, None, &mut created)?;
+                let created = crate::patch_glue::apply_create(req, &patch_body, &manager, &now)?;
+                let created = admit_new_object(state, req, &info, created, &ns, &name, &now)?;
                 if dry {
                     dry_result = Some(created);
                     return Ok(WriteOp::Unchanged);
@@ -521,7 +607,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 return Ok(WriteOp::Put(created));
             };
             let served = present(current, req);
-            let patched = crate::patch_glue::apply_patch(
+            let mut patched = crate::patch_glue::apply_patch(
                 kind,
                 &served,
                 &patch_body,
@@ -531,6 +617,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 sub.as_deref(),
                 &now,
             )?;
+            crate::builtin_types::admit(&req.query, &info, &mut patched)?;
             if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta::meta_str(current, "resourceVersion")
             {
@@ -555,220 +642,4 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             Ok(finish(new))
         })?;
     respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
-}
-
-// ---- scale subresource ----
-
-fn path_get<'a>(obj: &'a Value, dotted: &str) -> Option<&'a Value> {
-    let mut cur = obj;
-    for p in dotted.trim_start_matches('.').split('.') {
-        cur = cur.get(p)?;
-    }
-    Some(cur)
-}
-
-fn path_set(obj: &mut Value, dotted: &str, value: Value) {
-    let parts: Vec<&str> = dotted.trim_start_matches('.').split('.').collect();
-    let mut cur = obj;
-    for (i, p) in parts.iter().enumerate() {
-        if !cur.is_object() {
-            *cur = json!({});
-        }
-        let Some(map) = cur.as_object_mut() else {
-            return;
-        };
-        if i + 1 == parts.len() {
-            map.insert((*p).to_string(), value);
-            return;
-        }
-        cur = map.entry(p.to_string()).or_insert_with(|| json!({}));
-    }
-}
-
-fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
-    let spec = info.scale.as_ref();
-    let replicas = |p: Option<&String>| {
-        p.and_then(|p| path_get(obj, p))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
-    let m = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let mut status = json!({"replicas": replicas(spec.map(|s| &s.status_replicas_path))});
-    if let Some(sel) = spec
-        .and_then(|s| s.label_selector_path.as_ref())
-        .and_then(|p| path_get(obj, p))
-        .and_then(Value::as_str)
-    {
-        status["selector"] = json!(sel);
-    }
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid"),
-            "resourceVersion": m.get("resourceVersion"), "creationTimestamp": m.get("creationTimestamp"),
-        },
-        "spec": {"replicas": replicas(spec.map(|s| &s.spec_replicas_path))},
-        "status": status,
-    })
-}
-
-pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let name = req.name.as_deref().unwrap_or("");
-    let obj = state
-        .store
-        .get(&req.info.group_resource(), req.namespace_or_empty(), name)
-        .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
-    Ok(json_response(StatusCode::OK, &scale_of(&req.info, &obj)))
-}
-
-fn write_scale(
-    state: &SharedState,
-    req: &ResourceRequest,
-    compute: impl FnOnce(&Value) -> Result<Value, ApiError>,
-) -> Result<Response, ApiError> {
-    let info = req.info.clone();
-    let name = req.name.clone().unwrap_or_default();
-    let Some(spec_path) = info.scale.as_ref().map(|s| s.spec_replicas_path.clone()) else {
-        return Err(ApiError::not_found_path());
-    };
-    let outcome = state.store.write(
-        &info.group_resource(),
-        req.namespace_or_empty(),
-        &name,
-        |current, _| {
-            let Some(current) = current else {
-                return Err(ApiError::not_found(&info.group, &info.plural, &name));
-            };
-            let scale = compute(&scale_of(&info, current))?;
-            if let Some(rv) = scale
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                && Some(rv) != meta::meta_str(current, "resourceVersion")
-            {
-                return Err(ApiError::stale(&info.group, &info.plural, &name));
-            }
-            let Some(replicas) = scale.pointer("/spec/replicas").and_then(Value::as_i64) else {
-                return Err(ApiError::invalid(
-                    "autoscaling",
-                    "Scale",
-                    &name,
-                    vec![Cause {
-                        reason: "FieldValueRequired".into(),
-                        message: "Required value".into(),
-                        field: "spec.replicas".into(),
-                    }],
-                ));
-            };
-            if replicas < 0 {
-                return Err(ApiError::invalid(
-                    "autoscaling",
-                    "Scale",
-                    &name,
-                    vec![Cause {
-                        reason: "FieldValueInvalid".into(),
-                        message: format!(
-                            "Invalid value: {replicas}: must be greater than or equal to 0"
-                        ),
-                        field: "spec.replicas".into(),
-                    }],
-                ));
-            }
-            let mut new = (**current).clone();
-            path_set(&mut new, &spec_path, json!(replicas));
-            if info.tracks_generation && spec_changed(current, &new) {
-                let g = current
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                if let Some(m) = meta::metadata_mut(&mut new) {
-                    m.insert("generation".into(), json!(g + 1));
-                }
-            }
-            Ok(WriteOp::Put(new))
-        },
-    )?;
-    let obj = outcome
-        .object()
-        .ok_or_else(|| ApiError::internal("scale write produced no object"))?;
-    Ok(json_response(StatusCode::OK, &scale_of(&info, obj)))
-}
-
-pub fn update_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let body = parse_body(req)?;
-    write_scale(state, req, |_| Ok(body))
-}
-
-pub fn patch_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let ct = req
-        .content_type()
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    let body = parse_body(req)?;
-    write_scale(state, req, |scale| match ct.as_str() {
-        "application/json-patch+json" => crate::patch_glue::json_patch(scale, &body),
-        _ => Ok(crate::patch_glue::merge_patch(scale, &body)),
-    })
-}
-
-// ---- pods/binding ----
-
-pub fn bind(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
-    let body = parse_body(req)?;
-    let name = req.name.clone().unwrap_or_default();
-    let Some(node) = body
-        .pointer("/target/name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-    else {
-        return Err(ApiError::invalid(
-            "",
-            "Binding",
-            &name,
-            vec![Cause {
-                reason: "FieldValueRequired".into(),
-                message: "Required value".into(),
-                field: "target.name".into(),
-            }],
-        ));
-    };
-    let now = meta::now_rfc3339();
-    state
-        .store
-        .write("pods", req.namespace_or_empty(), &name, |current, _| {
-            let Some(current) = current else {
-                return Err(ApiError::not_found("", "pods", &name));
-            };
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
-                return Err(ApiError::conflict(
-                    "",
-                    "pods",
-                    &name,
-                    "pod is being deleted, cannot be assigned to a host",
-                ));
-            }
-            if let Some(existing) = current
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
-                return Err(ApiError::conflict(
-                    "",
-                    "pods",
-                    &name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
-            }
-            let mut new = (**current).clone();
-            path_set(&mut new, ".spec.nodeName", json!(node));
-            crate::kinds::set_condition(&mut new, "PodScheduled", "True", None, None, &now);
-            Ok(WriteOp::Put(new))
-        })?;
-    Ok(json_response(
-        StatusCode::CREATED,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-    ))
 }

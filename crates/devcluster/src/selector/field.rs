@@ -40,9 +40,9 @@ impl FieldSelector {
                 });
             };
             requirements.push(FieldRequirement {
-                field: unescape_field(raw_field)?,
+                field: raw_field.to_string(),
                 operator,
-                value: unescape_field(raw_value)?,
+                value: unescape_value(raw_value)?,
             });
         }
         Ok(FieldSelector { requirements })
@@ -97,40 +97,38 @@ fn split_unescaped(s: &str, sep: char) -> Vec<String> {
     parts
 }
 
-/// Find the first unescaped operator (`!=`, `==` or `=`) in a term.
+/// Split a term at the first operator (`!=`, `==` or `=`, checked in that order at each
+/// position). As in apimachinery, the field name has no escaping: the first operator wins.
 fn split_field_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
-    let bytes = term.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'!' if bytes.get(i + 1) == Some(&b'=') => {
-                return Some((&term[..i], FieldOperator::NotEquals, &term[i + 2..]));
-            }
-            b'=' if bytes.get(i + 1) == Some(&b'=') => {
-                return Some((&term[..i], FieldOperator::Equals, &term[i + 2..]));
-            }
-            b'=' => return Some((&term[..i], FieldOperator::Equals, &term[i + 1..])),
-            _ => i += 1,
+    for (i, _) in term.char_indices() {
+        let rest = &term[i..];
+        if rest.starts_with("!=") {
+            return Some((&term[..i], FieldOperator::NotEquals, &term[i + 2..]));
+        }
+        if rest.starts_with("==") {
+            return Some((&term[..i], FieldOperator::Equals, &term[i + 2..]));
+        }
+        if rest.starts_with('=') {
+            return Some((&term[..i], FieldOperator::Equals, &term[i + 1..]));
         }
     }
     None
 }
 
-fn unescape_field(s: &str) -> Result<String, SelectorError> {
+/// Unescape a value: `\\`, `\,` and `\=` stand for themselves; any other escape, a trailing
+/// backslash, or a bare `,` or `=` is an error.
+fn unescape_value(s: &str) -> Result<String, SelectorError> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some(e @ ('\\' | ',' | '=')) => out.push(e),
-            Some(other) => {
-                return Err(SelectorError::FieldEscape(format!("\\{other}")));
-            }
-            None => return Err(SelectorError::FieldEscape("\\".to_string())),
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('\\' | ',' | '=')) => out.push(e),
+                Some(other) => return Err(SelectorError::FieldEscape(format!("\\{other}"))),
+                None => return Err(SelectorError::FieldEscape("\\".to_string())),
+            },
+            ',' | '=' => return Err(SelectorError::FieldUnescapedRune(c)),
+            other => out.push(other),
         }
     }
     Ok(out)

@@ -287,6 +287,17 @@ fn field_selectors_match() {
 fn field_selector_escapes() {
     let f = FieldSelector::parse(r"metadata.name=a\,b\=c\\d,x!=y").unwrap();
     assert_eq!(f.requirements()[0].value, r"a,b=c\d");
+    // bare , or = in a value (after the first operator) is an error, as in apimachinery
+    assert_eq!(
+        FieldSelector::parse("metadata.name=a=b")
+            .unwrap_err()
+            .to_string(),
+        "invalid field selector: unescaped character in value: 61"
+    );
+    // the field name is not unescaped: the first operator splits
+    let g = FieldSelector::parse(r"a\!=b").unwrap();
+    assert_eq!(g.requirements()[0].field, r"a\");
+    assert_eq!(g.requirements()[0].operator, FieldOperator::NotEquals);
     assert_eq!(f.requirements()[1].operator, FieldOperator::NotEquals);
     assert!(matches!(
         FieldSelector::parse(r"a=b\n"),

@@ -180,3 +180,52 @@ async fn deleting_a_crd_deletes_its_objects_and_stops_serving_it() {
     let e = api.list(&Default::default()).await.unwrap_err();
     assert_eq!(status_code(&e), 404, "no longer served");
 }
+
+#[tokio::test]
+async fn table_watches_send_headers_once() {
+    use futures::StreamExt;
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let api = sandboxes(&dc.client(), "default");
+    api.create(&PostParams::default(), &sandbox("one"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &sandbox("two"))
+        .await
+        .unwrap();
+    let req = http::Request::get(
+        "/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes?watch=true&timeoutSeconds=1",
+    )
+    .header(
+        "Accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let stream = dc
+        .client()
+        .request_events::<serde_json::Value>(req)
+        .await
+        .unwrap();
+    let events: Vec<kube::api::WatchEvent<serde_json::Value>> = stream
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let tables: Vec<serde_json::Value> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            kube::api::WatchEvent::Added(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tables.len(), 2);
+    assert_eq!(tables[0]["kind"], "Table");
+    assert_eq!(tables[0]["columnDefinitions"][1]["name"], "Ready");
+    assert!(
+        tables[1]["columnDefinitions"].is_null(),
+        "headers only in the first event"
+    );
+    assert_eq!(tables[1]["rows"][0]["cells"][0], "two");
+}

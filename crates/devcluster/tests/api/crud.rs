@@ -69,6 +69,18 @@ async fn errors_are_status_objects_with_real_reasons() {
         .unwrap_err();
     assert_eq!(status_code(&bad), 422);
 
+    let mut bad_label = configmap("labelled", "1");
+    bad_label.metadata.labels = Some([("app".to_string(), "not valid!".to_string())].into());
+    let e = api
+        .create(&PostParams::default(), &bad_label)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(s.message.contains("metadata.labels"), "{}", s.message);
+
     let elsewhere: Api<ConfigMap> = Api::namespaced(dc.client(), "no-such-ns");
     let e = elsewhere
         .create(&PostParams::default(), &configmap("a", "1"))
@@ -341,10 +353,230 @@ async fn pods_become_running_on_simulated_nodes() {
     .await;
     let st = running.status.unwrap();
     assert!(st.pod_ip.unwrap().starts_with("127."));
-    assert!(running.spec.unwrap().node_name.is_some());
+    let node = running.spec.unwrap().node_name.expect("bound to a node");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(dc.client());
+    assert!(
+        nodes.get(&node).await.is_ok(),
+        "the simulated node {node} is a Node object"
+    );
     api.delete("p", &DeleteParams::default()).await.unwrap();
     eventually("pod deleted", || async {
         matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn dry_run_writes_store_nothing_and_terminating_namespaces_refuse_content() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let pp = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = api.create(&pp, &configmap("dry", "1")).await.unwrap();
+    assert_eq!(answered.metadata.name.as_deref(), Some("dry"));
+    assert_eq!(status_code(&api.get("dry").await.unwrap_err()), 404);
+
+    let ns_api: Api<Namespace> = Api::all(dc.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "closing"}})).unwrap();
+    ns_api.create(&PostParams::default(), &ns).await.unwrap();
+    let inside: Api<ConfigMap> = Api::namespaced(dc.client(), "closing");
+    let mut held = configmap("held", "1");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    inside.create(&PostParams::default(), &held).await.unwrap();
+    ns_api
+        .delete("closing", &DeleteParams::default())
+        .await
+        .unwrap();
+    let phase = ns_api.get("closing").await.unwrap().status.unwrap().phase;
+    assert_eq!(phase.as_deref(), Some("Terminating"));
+    let e = inside
+        .create(&PostParams::default(), &configmap("late", "1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 403);
+    // The namespace waits for its last object's finalizer.
+    eventually("held object terminating", || async {
+        inside
+            .get("held")
+            .await
+            .ok()?
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    assert!(ns_api.get("closing").await.is_ok());
+    let release = json!({"metadata": {"finalizers": null}});
+    inside
+        .patch("held", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    eventually("namespace gone", || async {
+        matches!(ns_api.get("closing").await, Err(ref e) if status_code(e) == 404).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn starts_and_answers_within_a_second() {
+    let started = std::time::Instant::now();
+    let dc = start().await;
+    let api: Api<Namespace> = Api::all(dc.client());
+    api.get("default").await.unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn immutable_configmaps_keep_their_data() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut cm = configmap("frozen", "1");
+    cm.immutable = Some(true);
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let change = json!({"data": {"k": "2"}});
+    let e = api
+        .patch("frozen", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    let relabel = json!({"metadata": {"labels": {"still": "ok"}}});
+    assert!(
+        api.patch("frozen", &PatchParams::default(), &Patch::Merge(&relabel))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn pod_deletion_honours_the_grace_period_and_the_node_finishes_it() {
+    let dc = devcluster::DevCluster::start(devcluster::Config {
+        nodes: devcluster::nodes::NodeConfig {
+            termination_delay: std::time::Duration::from_millis(800),
+            ..Default::default()
+        },
+        ..devcluster::Config::ephemeral()
+    })
+    .await
+    .unwrap();
+    let api: Api<Pod> = Api::default_namespaced(dc.client());
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("pod scheduled", || async {
+        api.get("p").await.ok()?.spec?.node_name.map(|_| ())
+    })
+    .await;
+    api.delete("p", &DeleteParams::default()).await.unwrap();
+    let terminating = api
+        .get("p")
+        .await
+        .expect("still there while its grace period runs");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    eventually("pod deleted by the node", || async {
+        matches!(api.get("p").await, Err(ref e) if status_code(e) == 404).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unknown_fields_are_dropped_or_refused_with_strict_validation() {
+    let dc = start_without_nodes().await;
+    let post = |query: &str, name: &str| {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "datta": {"a": "b"}});
+        http::Request::post(format!("/api/v1/namespaces/default/configmaps{query}"))
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = dc
+        .client()
+        .request::<serde_json::Value>(post("?fieldValidation=Strict", "strict"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 400);
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    assert!(
+        s.message.contains("unknown field \"datta\""),
+        "{}",
+        s.message
+    );
+    let stored: serde_json::Value = dc.client().request(post("", "lenient")).await.unwrap();
+    assert!(stored.get("datta").is_none(), "unknown field dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_concurrency_loses_no_update() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut counter = configmap("counter", "1");
+    counter.data = Some([("n".to_string(), "0".to_string())].into());
+    api.create(&PostParams::default(), &counter).await.unwrap();
+    let workers = 8;
+    let increments = 10;
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0u32;
+            for _ in 0..increments {
+                loop {
+                    let mut cm = api.get("counter").await.unwrap();
+                    let data = cm.data.get_or_insert_with(Default::default);
+                    let n: u64 = data["n"].parse().unwrap();
+                    data.insert("n".into(), (n + 1).to_string());
+                    match api.replace("counter", &PostParams::default(), &cm).await {
+                        Ok(_) => break,
+                        Err(e) if status_code(&e) == 409 => conflicts += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let final_value = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
+    assert_eq!(final_value, (workers * increments).to_string());
+}
+
+#[tokio::test]
+async fn put_creates_leases_but_not_configmaps() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let dc = start_without_nodes().await;
+    let leases: Api<Lease> = Api::default_namespaced(dc.client());
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15},
+    }))
+    .unwrap();
+    let made = leases
+        .replace("leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert!(made.metadata.uid.is_some());
+    assert_eq!(made.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let cms: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let e = cms
+        .replace(
+            "missing",
+            &PostParams::default(),
+            &configmap("missing", "1"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 404);
 }

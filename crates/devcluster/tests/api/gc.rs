@@ -104,3 +104,15 @@ async fn orphan_deletion_keeps_dependents_and_drops_their_owner_reference() {
     let dep = api.get("dep").await.unwrap();
     assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
 }
+
+#[tokio::test]
+async fn dependents_of_an_owner_that_never_existed_are_collected() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let ghost: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "ghost", "uid": "00000000-0000-4000-8000-000000000000"}
+    }))
+    .unwrap();
+    make(&api, "orphaned", Some(&ghost), false).await;
+    gone(&api, "orphaned").await;
+}

@@ -1,8 +1,9 @@
 //! kubectl 1.32 against devcluster: apply of the reference CRDs and the example manifests, get
-//! with printer columns, get -w, delete. Skipped with a note when kubectl is not on PATH.
+//! with printer columns, get -w, create (protobuf bodies), delete. Skipped with a note when
+//! kubectl is not on PATH.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,18 +16,33 @@ fn kubectl_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .output()
-        .expect("run kubectl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+/// Runs kubectl on a blocking thread; returns success and stdout+stderr.
+async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let kubeconfig = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig)
+            .args(&args)
+            .output()
+            .expect("run kubectl");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    })
+    .await
+    .unwrap()
+}
+
+/// Whether the manifest's name or namespace is a `${PLACEHOLDER}` (a template, not a manifest).
+fn has_placeholder_name(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        (l.starts_with("name:") || l.starts_with("namespace:")) && l.contains("${")
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -38,41 +54,20 @@ async fn kubectl_apply_get_watch_delete() {
     let dc = start().await;
     let kc = dc.kubeconfig_path().to_path_buf();
     let spec = spec_dir();
-    let run = |args: Vec<String>| {
-        let kc = kc.clone();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-                kubectl(&kc, &refs)
-            })
-            .await
-            .unwrap()
-        }
-    };
     let crds = spec.join("reference-crds").display().to_string();
-    let (ok, out) = run(vec!["apply".into(), "-f".into(), crds]).await;
+    let (ok, out) = kubectl(&kc, &["apply", "-f", &crds]).await;
     assert!(ok, "{out}");
+    // `kubectl create namespace` sends a protobuf body.
     for ns in [
         "sandbox-test",
         "hermes-demo",
         "hpa-test",
         "sandbox-agent-demo",
     ] {
-        let file = std::env::temp_dir().join(format!("dc-ns-{ns}-{}.yaml", std::process::id()));
-        std::fs::write(
-            &file,
-            format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
-        )
-        .unwrap();
-        let (ok, out) = run(vec![
-            "apply".into(),
-            "-f".into(),
-            file.display().to_string(),
-        ])
-        .await;
-        assert!(ok, "{out}");
+        let (ok, out) = kubectl(&kc, &["create", "namespace", ns]).await;
+        assert!(ok && out.contains("created"), "{out}");
     }
-    let mut examples: Vec<_> = std::fs::read_dir(spec.join("examples"))
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(spec.join("examples"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
@@ -80,34 +75,20 @@ async fn kubectl_apply_get_watch_delete() {
     let mut applied = 0;
     for (i, ex) in examples.iter().enumerate() {
         let text = std::fs::read_to_string(ex).unwrap();
-        let placeholder_name = text.lines().any(|l| {
-            let l = l.trim_start();
-            (l.starts_with("name:") || l.starts_with("namespace:")) && l.contains("${")
-        });
-        if placeholder_name {
-            continue; // templates whose names are placeholders are not manifests on their own
+        if has_placeholder_name(&text) {
+            continue;
         }
-        // Several examples reuse names: give each one without a namespace its own.
-        let mut args = vec!["apply".to_string(), "-f".into(), ex.display().to_string()];
+        let file = ex.display().to_string();
+        let mut args = vec!["apply", "-f", &file];
+        // Several examples reuse names: each one without a namespace gets its own.
+        let ns = format!("ex-{i}");
         if !text.contains("\n  namespace:") {
-            let ns = format!("ex-{i}");
-            let file = std::env::temp_dir().join(format!("dc-ns-{ns}-{}.yaml", std::process::id()));
-            std::fs::write(
-                &file,
-                format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
-            )
-            .unwrap();
-            let (ok, out) = run(vec![
-                "apply".into(),
-                "-f".into(),
-                file.display().to_string(),
-            ])
-            .await;
+            let (ok, out) = kubectl(&kc, &["create", "namespace", &ns]).await;
             assert!(ok, "{out}");
-            args.extend(["-n".to_string(), ns]);
+            args.extend(["-n", &ns]);
         }
-        let (ok, out) = run(args).await;
-        assert!(ok, "kubectl apply -f {}: {out}", ex.display());
+        let (ok, out) = kubectl(&kc, &args).await;
+        assert!(ok, "kubectl apply -f {file}: {out}");
         applied += 1;
     }
     assert!(applied > 20, "applied {applied} examples");
@@ -117,20 +98,14 @@ async fn kubectl_apply_get_watch_delete() {
         .position(|p| p.ends_with("hello-world-sandbox__hello-world.yaml"))
         .expect("hello-world example");
     let hello_ns = format!("ex-{hello}");
-    let (ok, out) = run(vec![
-        "get".into(),
-        "sandboxes".into(),
-        "-n".into(),
-        hello_ns.clone(),
-    ])
-    .await;
+    let (ok, out) = kubectl(&kc, &["get", "sandboxes", "-n", &hello_ns]).await;
     assert!(ok, "{out}");
     let header = out.lines().next().unwrap_or("");
     for col in ["NAME", "READY", "REASON", "AGE"] {
         assert!(header.contains(col), "{header}");
     }
     assert!(out.contains("hello-world"), "{out}");
-    let (ok, out) = run(vec!["get".into(), "swp".into(), "-A".into()]).await;
+    let (ok, out) = kubectl(&kc, &["get", "swp", "-A"]).await;
     assert!(ok && out.contains("DESIRED"), "{out}");
 
     // get -w sees a change made while it watches.
@@ -156,24 +131,10 @@ async fn kubectl_apply_get_watch_delete() {
         false
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (ok, out) = run(vec![
-        "create".into(),
-        "configmap".into(),
-        "watched-later".into(),
-        "--from-literal=a=b".into(),
-        "--dry-run=client".into(),
-        "-o".into(),
-        "yaml".into(),
-    ])
-    .await;
-    assert!(ok, "{out}");
-    let file = std::env::temp_dir().join(format!("dc-cm-{}.yaml", std::process::id()));
-    std::fs::write(&file, out).unwrap();
-    let (ok, out) = run(vec![
-        "apply".into(),
-        "-f".into(),
-        file.display().to_string(),
-    ])
+    let (ok, out) = kubectl(
+        &kc,
+        &["create", "configmap", "watched-later", "--from-literal=a=b"],
+    )
     .await;
     assert!(ok, "{out}");
     let seen = tokio::task::spawn_blocking(move || reader.join().unwrap_or(false))
@@ -183,22 +144,8 @@ async fn kubectl_apply_get_watch_delete() {
     let _ = child.wait();
     assert!(seen, "kubectl get -w printed the new configmap");
 
-    let (ok, out) = run(vec![
-        "delete".into(),
-        "sandbox".into(),
-        "hello-world".into(),
-        "-n".into(),
-        hello_ns.clone(),
-    ])
-    .await;
+    let (ok, out) = kubectl(&kc, &["delete", "sandbox", "hello-world", "-n", &hello_ns]).await;
     assert!(ok && out.contains("deleted"), "{out}");
-    let (ok, out) = run(vec![
-        "get".into(),
-        "sandbox".into(),
-        "hello-world".into(),
-        "-n".into(),
-        hello_ns,
-    ])
-    .await;
+    let (ok, out) = kubectl(&kc, &["get", "sandbox", "hello-world", "-n", &hello_ns]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
 }

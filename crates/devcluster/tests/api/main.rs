@@ -7,6 +7,7 @@ mod crud;
 mod gc;
 mod kubectl;
 mod patching;
+mod serving;
 mod watch;
 
 use std::future::Future;

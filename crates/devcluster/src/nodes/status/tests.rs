@@ -267,3 +267,52 @@ fn pvc_bound_patch_reports_requested_capacity() {
         json!({ "status": { "phase": "Bound", "accessModes": ["ReadWriteOnce"] } })
     );
 }
+
+#[test]
+fn terminal_patch_stops_every_container_and_ends_the_phase() {
+    let mut p = web_pod();
+    let running = start_patch(
+        &p,
+        &StartContext {
+            node_ip: "127.0.1.1",
+            pod_ip: "127.2.0.1",
+            now: NOW,
+            outcome: Outcome::Running,
+        },
+    );
+    p.status = Some(serde_json::from_value(running["status"].clone()).unwrap());
+    assert!(!is_terminal(&p));
+    let s: PodStatus =
+        serde_json::from_value(terminal_patch(&p, "2026-01-01T00:01:00Z")["status"].clone())
+            .unwrap();
+    assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(cond(&s, "Ready").status, "False");
+    assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodCompleted"));
+    for cs in s.container_statuses.as_ref().unwrap() {
+        let t = cs.state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+        assert_eq!(
+            format_time(t.started_at.as_ref().unwrap().0),
+            NOW,
+            "keeps when it started"
+        );
+        assert!(!cs.ready);
+    }
+    assert_eq!(cond(&s, "example.com/Gate").status, "True");
+
+    let mut looping = web_pod();
+    let crash = start_patch(
+        &looping,
+        &StartContext {
+            node_ip: "127.0.1.1",
+            pod_ip: "127.2.0.1",
+            now: NOW,
+            outcome: Outcome::CrashLoop,
+        },
+    );
+    looping.status = Some(serde_json::from_value(crash["status"].clone()).unwrap());
+    let s: PodStatus =
+        serde_json::from_value(terminal_patch(&looping, NOW)["status"].clone()).unwrap();
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodFailed"));
+}

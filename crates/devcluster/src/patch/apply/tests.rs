@@ -653,3 +653,74 @@ fn applying_managed_fields_is_rejected() {
         (400, "metadata.managedFields must be nil")
     );
 }
+
+#[test]
+fn ignored_top_level_fields_are_owned_by_nobody() {
+    let shape = pod_shape();
+    // a create whose status the server filled in (qosClass) is not owned by the creator
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"qosClass": "BestEffort"}});
+    record_update_ignoring(
+        None,
+        &mut created,
+        "kubectl-run",
+        "Update",
+        None,
+        T0,
+        &shape,
+        &["status"],
+    );
+    assert_eq!(
+        entry(&created, "kubectl-run")["fieldsV1"],
+        json!({"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {}, "f:image": {}}}}})
+    );
+    // the kubelet's status write owns status, and a later main-resource write keeps it owned
+    let mut running = created.clone();
+    running["status"]["phase"] = json!("Running");
+    record_update(
+        Some(&created),
+        &mut running,
+        "kubelet",
+        "Update",
+        Some("status"),
+        T1,
+        &shape,
+    );
+    let mut relabeled = running.clone();
+    relabeled["metadata"]["labels"] = json!({"a": "1"});
+    relabeled["status"] = json!({});
+    record_update_ignoring(
+        Some(&running),
+        &mut relabeled,
+        "kubectl-label",
+        "Update",
+        None,
+        T2,
+        &shape,
+        &["status"],
+    );
+    assert_eq!(
+        entry(&relabeled, "kubelet")["fieldsV1"],
+        json!({"f:status": {"f:phase": {}}})
+    );
+}
+
+#[test]
+fn atomic_list_elements_are_owned_without_their_fields() {
+    let shape = pod_shape();
+    let mut created = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "imagePullSecrets": [{"name": "regcred"}]}});
+    record_update(
+        None,
+        &mut created,
+        "kubectl-run",
+        "Update",
+        None,
+        T0,
+        &shape,
+    );
+    assert_eq!(
+        entry(&created, "kubectl-run")["fieldsV1"]["f:spec"]["f:imagePullSecrets"],
+        json!({".": {}, "k:{\"name\":\"regcred\"}": {}})
+    );
+}

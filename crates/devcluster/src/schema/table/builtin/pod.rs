@@ -1,41 +1,71 @@
 //! Cells of the pod table: READY, STATUS (as kubectl derives it), RESTARTS, READINESS GATES.
+//! Restartable init containers (sidecars) count as containers once started, as in kubectl.
 
 use serde_json::Value;
 
 use super::{NONE, arr, ptr, s};
+use crate::schema::timefmt;
 
-pub(super) fn pod_ready(o: &Value, _: i64) -> Value {
-    let total = arr(o, "/spec/containers").len();
-    let ready = arr(o, "/status/containerStatuses")
-        .iter()
-        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
-        .count();
-    Value::String(format!("{ready}/{total}"))
+fn is_true(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_bool) == Some(true)
 }
 
-pub(super) fn pod_restarts(o: &Value, now: i64) -> Value {
-    let statuses = arr(o, "/status/containerStatuses");
-    let restarts: i64 = statuses
+/// Whether the init container named `name` is a sidecar (`restartPolicy: Always`).
+fn is_sidecar(o: &Value, name: &str) -> bool {
+    arr(o, "/spec/initContainers").iter().any(|c| {
+        c.get("name").and_then(Value::as_str) == Some(name)
+            && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+    })
+}
+
+fn status_name(c: &Value) -> String {
+    s(c.get("name"))
+}
+
+/// READY: ready containers (and started, ready sidecars) out of containers plus sidecars.
+pub(super) fn pod_ready(o: &Value, _: i64) -> Value {
+    let sidecars = arr(o, "/spec/initContainers")
         .iter()
-        .map(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0))
-        .sum();
-    let last = statuses
+        .filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"))
+        .count();
+    let total = arr(o, "/spec/containers").len() + sidecars;
+    let ready_sidecars = arr(o, "/status/initContainerStatuses")
         .iter()
-        .filter_map(|c| {
-            c.pointer("/lastState/terminated/finishedAt")
-                .and_then(Value::as_str)
+        .filter(|c| {
+            is_sidecar(o, &status_name(c)) && is_true(c.get("started")) && is_true(c.get("ready"))
         })
-        .filter_map(crate::schema::timefmt::parse_date_time)
-        .max();
+        .count();
+    let ready = arr(o, "/status/containerStatuses")
+        .iter()
+        .filter(|c| is_true(c.get("ready")))
+        .count();
+    Value::String(format!("{}/{total}", ready + ready_sidecars))
+}
+
+/// RESTARTS: restarts of every container, with the age of the last one ("2 (5m ago)").
+pub(super) fn pod_restarts(o: &Value, now: i64) -> Value {
+    let statuses = arr(o, "/status/initContainerStatuses")
+        .iter()
+        .chain(arr(o, "/status/containerStatuses"));
+    let mut restarts = 0;
+    let mut last: Option<i64> = None;
+    for c in statuses {
+        restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
+        let finished = c
+            .pointer("/lastState/terminated/finishedAt")
+            .and_then(Value::as_str)
+            .and_then(timefmt::parse_date_time);
+        last = last.max(finished);
+    }
     Value::String(match last {
-        Some(t) if restarts != 0 => format!(
-            "{restarts} ({} ago)",
-            crate::schema::timefmt::human_duration(now - t)
-        ),
+        Some(t) if restarts != 0 => {
+            format!("{restarts} ({} ago)", timefmt::human_duration(now - t))
+        }
         _ => restarts.to_string(),
     })
 }
 
+/// READINESS GATES: gates whose condition is True out of all gates.
 pub(super) fn pod_readiness_gates(o: &Value, _: i64) -> Value {
     let gates = arr(o, "/spec/readinessGates");
     if gates.is_empty() {
@@ -54,92 +84,85 @@ pub(super) fn pod_readiness_gates(o: &Value, _: i64) -> Value {
     Value::String(format!("{true_count}/{}", gates.len()))
 }
 
-/// The STATUS column of `kubectl get pods`.
-pub(super) fn pod_status(o: &Value) -> String {
-    let mut reason = s(ptr(o, "/status/phase"));
-    let status_reason = s(ptr(o, "/status/reason"));
-    if !status_reason.is_empty() {
-        reason = status_reason.clone();
+/// `Signal:N` / `ExitCode:N` / the reason of a terminated state.
+fn terminated_text(term: &Value) -> String {
+    let r = s(term.get("reason"));
+    if !r.is_empty() {
+        return r;
     }
-    let init_statuses = arr(o, "/status/initContainerStatuses");
-    let init_total = arr(o, "/spec/initContainers").len();
-    let mut initializing = false;
-    for (i, c) in init_statuses.iter().enumerate() {
-        if let Some(term) = c.pointer("/state/terminated") {
-            if term.get("exitCode").and_then(Value::as_i64) == Some(0) {
-                continue;
-            }
-            let r = s(term.get("reason"));
-            reason = if !r.is_empty() {
-                format!("Init:{r}")
-            } else if let Some(sig) = term
-                .get("signal")
-                .and_then(Value::as_i64)
-                .filter(|s| *s != 0)
-            {
-                format!("Init:Signal:{sig}")
-            } else {
-                format!(
-                    "Init:ExitCode:{}",
-                    term.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
-                )
-            };
-        } else if let Some(waiting) = c.pointer("/state/waiting")
-            && let r = s(waiting.get("reason"))
-            && !r.is_empty()
-            && r != "PodInitializing"
-        {
-            reason = format!("Init:{r}");
-        } else if c.get("started").and_then(Value::as_bool) == Some(true)
-            && c.pointer("/state/running").is_some()
-            && false_restartable(o, i)
+    match term
+        .get("signal")
+        .and_then(Value::as_i64)
+        .filter(|s| *s != 0)
+    {
+        Some(sig) => format!("Signal:{sig}"),
+        None => format!(
+            "ExitCode:{}",
+            term.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
+        ),
+    }
+}
+
+/// The reason while init containers run, or None once they are done.
+fn init_reason(o: &Value) -> Option<String> {
+    let total = arr(o, "/spec/initContainers").len();
+    for (i, c) in arr(o, "/status/initContainerStatuses").iter().enumerate() {
+        let terminated = c.pointer("/state/terminated");
+        if terminated
+            .and_then(|t| t.get("exitCode"))
+            .and_then(Value::as_i64)
+            == Some(0)
         {
             continue;
-        } else {
-            reason = format!("Init:{i}/{init_total}");
         }
-        initializing = true;
-        break;
+        if is_sidecar(o, &status_name(c)) && is_true(c.get("started")) {
+            continue;
+        }
+        if let Some(term) = terminated {
+            return Some(format!("Init:{}", terminated_text(term)));
+        }
+        let waiting = s(c.pointer("/state/waiting/reason"));
+        if !waiting.is_empty() && waiting != "PodInitializing" {
+            return Some(format!("Init:{waiting}"));
+        }
+        return Some(format!("Init:{i}/{total}"));
     }
-    if !initializing {
-        let mut has_running = false;
-        for c in arr(o, "/status/containerStatuses").iter().rev() {
-            let waiting = s(c.pointer("/state/waiting/reason"));
-            let term = c.pointer("/state/terminated");
-            if !waiting.is_empty() {
-                reason = waiting;
-            } else if let Some(term) = term {
-                let r = s(term.get("reason"));
-                reason = if !r.is_empty() {
-                    r
-                } else if let Some(sig) = term
-                    .get("signal")
-                    .and_then(Value::as_i64)
-                    .filter(|s| *s != 0)
-                {
-                    format!("Signal:{sig}")
-                } else {
-                    format!(
-                        "ExitCode:{}",
-                        term.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
-                    )
-                };
-            } else if c.get("ready").and_then(Value::as_bool) == Some(true)
-                && c.pointer("/state/running").is_some()
-            {
-                has_running = true;
+    None
+}
+
+/// The STATUS column of `kubectl get pods`.
+pub(super) fn pod_status(o: &Value) -> String {
+    let status_reason = s(ptr(o, "/status/reason"));
+    let mut reason = if status_reason.is_empty() {
+        s(ptr(o, "/status/phase"))
+    } else {
+        status_reason.clone()
+    };
+    match init_reason(o) {
+        Some(r) => reason = r,
+        None => {
+            let mut has_running = false;
+            for c in arr(o, "/status/containerStatuses").iter().rev() {
+                let waiting = s(c.pointer("/state/waiting/reason"));
+                if !waiting.is_empty() {
+                    reason = waiting;
+                } else if let Some(term) = c.pointer("/state/terminated") {
+                    reason = terminated_text(term);
+                } else if is_true(c.get("ready")) && c.pointer("/state/running").is_some() {
+                    has_running = true;
+                }
             }
-        }
-        if reason == "Completed" && has_running {
-            let ready = arr(o, "/status/conditions").iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Ready")
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            });
-            reason = if ready {
-                "Running".into()
-            } else {
-                "NotReady".into()
-            };
+            if reason == "Completed" && has_running {
+                let ready = arr(o, "/status/conditions").iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Ready")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                });
+                reason = if ready {
+                    "Running".into()
+                } else {
+                    "NotReady".into()
+                };
+            }
         }
     }
     if ptr(o, "/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
@@ -150,13 +173,4 @@ pub(super) fn pod_status(o: &Value) -> String {
         };
     }
     reason
-}
-
-/// Whether init container `i` is a restartable (sidecar) container, which keeps running.
-fn false_restartable(o: &Value, i: usize) -> bool {
-    arr(o, "/spec/initContainers")
-        .get(i)
-        .and_then(|c| c.get("restartPolicy"))
-        .and_then(Value::as_str)
-        == Some("Always")
 }

@@ -83,6 +83,26 @@ fn pod_status_reflects_waiting_terminating_and_init_states() {
     assert_eq!(pod_status(&failed), "ExitCode:137");
     let unschedulable = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Pending"}});
     assert_eq!(pod_status(&unschedulable), "Pending");
+    let init_failed = json!({"metadata": {"name": "p"}, "spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "a"}]},
+        "status": {"phase": "Pending", "initContainerStatuses": [{"name": "i", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}});
+    assert_eq!(pod_status(&init_failed), "Init:Error");
+}
+
+#[test]
+fn sidecars_count_as_containers_once_started() {
+    let (_, _, cells) = one_row(
+        "Pod",
+        json!({
+            "metadata": {"name": "with-sidecar"},
+            "spec": {"initContainers": [{"name": "proxy", "restartPolicy": "Always"}], "containers": [{"name": "app"}]},
+            "status": {"phase": "Running",
+                "initContainerStatuses": [{"name": "proxy", "started": true, "ready": true, "restartCount": 1, "state": {"running": {}}}],
+                "containerStatuses": [{"name": "app", "ready": true, "restartCount": 0, "state": {"running": {}}}]}
+        }),
+    );
+    assert_eq!(cells[1], "2/2");
+    assert_eq!(cells[2], "Running");
+    assert_eq!(cells[3], "1");
 }
 
 #[test]

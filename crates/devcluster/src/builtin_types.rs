@@ -1,0 +1,208 @@
+//! Unknown fields of built-in kinds. A real API server decodes built-in objects into their Go
+//! types, so fields the type does not have are dropped (or, with `fieldValidation=Strict`, the
+//! request is a 400). devcluster does the same by round-tripping the object through its
+//! k8s-openapi type: when that drops something, the dropped paths are reported.
+//!
+//! Objects that do not decode (a value of the wrong type) are left as they are: devcluster does
+//! not second-guess them here (a real server would answer 400; see docs/devcluster.md).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::registry::ResourceInfo;
+
+fn round_trip<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
+    let typed: T = serde_json::from_value(obj.clone()).ok()?;
+    serde_json::to_value(typed).ok()
+}
+
+/// The object as its built-in type keeps it, or `None` when the kind is not a built-in one
+/// devcluster knows the type of, or the object does not decode.
+fn typed_form(info: &ResourceInfo, obj: &Value) -> Option<Value> {
+    use k8s_openapi::api::{
+        apps, autoscaling, coordination, core, events, networking, policy, rbac,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+    if info.is_custom() {
+        return None;
+    }
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => round_trip::<core::v1::Namespace>(obj),
+        ("", "nodes") => round_trip::<core::v1::Node>(obj),
+        ("", "pods") => round_trip::<core::v1::Pod>(obj),
+        ("", "services") => round_trip::<core::v1::Service>(obj),
+        ("", "persistentvolumeclaims") => round_trip::<core::v1::PersistentVolumeClaim>(obj),
+        ("", "serviceaccounts") => round_trip::<core::v1::ServiceAccount>(obj),
+        ("", "configmaps") => round_trip::<core::v1::ConfigMap>(obj),
+        ("", "secrets") => round_trip::<core::v1::Secret>(obj),
+        ("", "events") => round_trip::<core::v1::Event>(obj),
+        ("", "endpoints") => round_trip::<core::v1::Endpoints>(obj),
+        ("events.k8s.io", "events") => round_trip::<events::v1::Event>(obj),
+        ("networking.k8s.io", "networkpolicies") => {
+            round_trip::<networking::v1::NetworkPolicy>(obj)
+        }
+        ("coordination.k8s.io", "leases") => round_trip::<coordination::v1::Lease>(obj),
+        ("apps", "deployments") => round_trip::<apps::v1::Deployment>(obj),
+        ("autoscaling", "horizontalpodautoscalers") => {
+            round_trip::<autoscaling::v2::HorizontalPodAutoscaler>(obj)
+        }
+        ("policy", "poddisruptionbudgets") => round_trip::<policy::v1::PodDisruptionBudget>(obj),
+        ("rbac.authorization.k8s.io", "roles") => round_trip::<rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "rolebindings") => round_trip::<rbac::v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "clusterroles") => round_trip::<rbac::v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            round_trip::<rbac::v1::ClusterRoleBinding>(obj)
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            round_trip::<apiext::CustomResourceDefinition>(obj)
+        }
+        _ => None,
+    }
+}
+
+/// Drops the fields a built-in kind's type does not have; returns their paths (`.spec.foo`).
+pub fn drop_unknown_fields(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
+    let Some(typed) = typed_form(info, obj) else {
+        return Vec::new();
+    };
+    let mut dropped = Vec::new();
+    crate::schema_glue::dropped_fields(obj, &typed, "", &mut dropped);
+    // Values the type keeps but cannot tell from absent (empty strings, nulls) are not unknown.
+    dropped.retain(|path| !null_or_empty_at(obj, path));
+    if !dropped.is_empty() {
+        for path in &dropped {
+            remove_path(obj, path);
+        }
+    }
+    dropped
+}
+
+/// Drops unknown fields of a built-in object; with `fieldValidation=Strict` (kubectl's default)
+/// they are a 400 instead, worded like the real server's strict decoding error.
+pub fn admit(
+    query: &crate::server::Query,
+    info: &ResourceInfo,
+    obj: &mut Value,
+) -> Result<(), crate::api_error::ApiError> {
+    let dropped = drop_unknown_fields(info, obj);
+    if dropped.is_empty() || query.get("fieldValidation") != Some("Strict") {
+        return Ok(());
+    }
+    let fields = dropped
+        .iter()
+        .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(crate::api_error::ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {fields}",
+        kind = info.kind,
+        version = info.storage_version(),
+    )))
+}
+
+/// Splits `.a.b[2].c` into steps.
+fn steps(path: &str) -> Vec<Step<'_>> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut rest = part;
+        if let Some(i) = rest.find('[') {
+            out.push(Step::Key(&rest[..i]));
+            rest = &rest[i..];
+            while let Some(end) = rest.find(']') {
+                if let Ok(n) = rest[1..end].parse() {
+                    out.push(Step::Index(n));
+                }
+                rest = &rest[end + 1..];
+            }
+        } else {
+            out.push(Step::Key(rest));
+        }
+    }
+    out
+}
+
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn null_or_empty_at(obj: &Value, path: &str) -> bool {
+    let mut cur = obj;
+    for step in steps(path) {
+        let next = match step {
+            Step::Key(k) => cur.get(k),
+            Step::Index(i) => cur.get(i),
+        };
+        match next {
+            Some(v) => cur = v,
+            None => return true,
+        }
+    }
+    match cur {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+fn remove_path(obj: &mut Value, path: &str) {
+    let steps = steps(path);
+    let Some((last, parents)) = steps.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for step in parents {
+        let next = match step {
+            Step::Key(k) => cur.get_mut(*k),
+            Step::Index(i) => cur.get_mut(*i),
+        };
+        match next {
+            Some(v) => cur = v,
+            None => return,
+        }
+    }
+    if let (Step::Key(k), Some(map)) = (last, cur.as_object_mut()) {
+        map.remove(*k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_fields_of_built_in_kinds_are_found_and_dropped() {
+        let reg = Registry::with_builtins();
+        let cm = reg.lookup("", "v1", "configmaps").unwrap();
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "bogus": 1}, "data": {"k": "v"}, "extra": true});
+        let mut dropped = drop_unknown_fields(&cm, &mut obj);
+        dropped.sort();
+        assert_eq!(dropped, [".extra", ".metadata.bogus"]);
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})
+        );
+
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i", "imagePolicy": "x"}]}});
+        assert_eq!(
+            drop_unknown_fields(&pods, &mut pod),
+            [".spec.containers[0].imagePolicy"]
+        );
+        assert!(pod["spec"]["containers"][0].get("imagePolicy").is_none());
+    }
+
+    #[test]
+    fn objects_that_do_not_decode_are_left_alone() {
+        let reg = Registry::with_builtins();
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let mut pod =
+            json!({"metadata": {"name": "p"}, "spec": {"containers": "not a list", "whatever": 1}});
+        assert!(drop_unknown_fields(&pods, &mut pod).is_empty());
+        assert_eq!(pod["spec"]["whatever"], 1);
+    }
+}
