@@ -67,8 +67,8 @@ pub struct CommonArgs {
     #[arg(long, env = "CLUSTER_DOMAIN", default_value = "cluster.local", value_parser = parse_non_blank)]
     pub cluster_domain: String,
 
-    /// Path to a kubeconfig file. Default: in-cluster configuration when running in a pod,
-    /// else the usual kubeconfig lookup (~/.kube/config).
+    /// Path to a kubeconfig file (a `:`-separated list is merged). Default: ~/.kube/config
+    /// when it exists, else the in-cluster service account.
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 

@@ -24,8 +24,9 @@ pub fn install_crypto_provider() {
     });
 }
 
-/// Loads the client configuration: the kubeconfig file(s) of `--kubeconfig` (a `:`-separated
-/// list is merged like `KUBECONFIG`) when given, else in-cluster config, else `~/.kube/config`.
+/// Loads the client configuration: the kubeconfig file(s) of `--kubeconfig`/`KUBECONFIG` (a
+/// `:`-separated list is merged) when given, else `~/.kube/config` when it exists, else the
+/// in-cluster service account (kube's `Config::infer`).
 pub async fn load_config(args: &CommonArgs) -> Result<Config, Error> {
     match &args.kubeconfig {
         Some(path) => config_from_kubeconfig_paths(path).await,

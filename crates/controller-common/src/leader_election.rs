@@ -393,29 +393,42 @@ impl LeaderElector {
     }
 
     /// Gives the Lease up if this candidate holds it: empty holder, 1 s duration, written with
-    /// the last observed resourceVersion. A 409 means someone else already changed it, which
-    /// is fine.
+    /// the observed resourceVersion. On a 409 the Lease is read again: if this candidate is
+    /// still the holder (its own last renewal landed but the answer was lost, e.g. cut off by
+    /// shutdown) the release is retried; if someone else holds it, there is nothing to do.
     pub async fn release(&mut self) -> Result<(), kube::Error> {
-        if !self.is_leader() {
-            return Ok(());
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            let Some(observed) = self.observed.clone() else {
+                return Ok(());
+            };
+            if observed.record.holder != self.config.identity {
+                return Ok(());
+            }
+            let now = Timestamp::now();
+            let record = Record {
+                holder: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: Some(now),
+                renew_time: Some(now),
+                transitions: observed.record.transitions,
+            };
+            if self.replace_from(&observed.lease, &record).await? {
+                tracing::info!(
+                    lease = %format!("{}/{}", self.config.namespace, self.config.name),
+                    "released leader lease"
+                );
+                return Ok(());
+            }
+            match self.api.get_opt(&self.config.name).await? {
+                Some(current) => self.observe(current),
+                None => return Ok(()),
+            }
         }
-        let Some(observed) = self.observed.clone() else {
-            return Ok(());
-        };
-        let now = Timestamp::now();
-        let record = Record {
-            holder: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            transitions: observed.record.transitions,
-        };
-        if self.replace_from(&observed.lease, &record).await? {
-            tracing::info!(
-                lease = %format!("{}/{}", self.config.namespace, self.config.name),
-                "released leader lease"
-            );
-        }
+        tracing::warn!(
+            lease = %format!("{}/{}", self.config.namespace, self.config.name),
+            "lease kept changing while releasing it; it will expire instead"
+        );
         Ok(())
     }
 }

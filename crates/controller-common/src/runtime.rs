@@ -322,10 +322,11 @@ impl Runtime {
         // Stop the admin servers however this function returns.
         let _stop_admin = admin_token.drop_guard();
 
+        let lease_namespace = self.args.leader_election_namespace();
         let mut elector = None;
         if self.args.leader_elect {
             let config = LeaderElectionConfig {
-                namespace: self.args.leader_election_namespace(),
+                namespace: lease_namespace.clone(),
                 name: self.spec.lease_name.clone(),
                 identity: self.identity.clone(),
                 timings: self.spec.lease_timings,
@@ -380,12 +381,7 @@ impl Runtime {
         };
 
         let timeout = self.spec.shutdown_timeout;
-        let lease_id = || {
-            (
-                self.args.leader_election_namespace(),
-                self.spec.lease_name.clone(),
-            )
-        };
+        let lease_id = || (lease_namespace.clone(), self.spec.lease_name.clone());
         match end {
             End::Returned(result) => {
                 controllers_token.cancel();

@@ -242,6 +242,37 @@ async fn a_hung_api_server_neither_blocks_shutdown_nor_keeps_leadership() {
 }
 
 #[tokio::test]
+async fn release_succeeds_after_a_renewal_whose_answer_was_lost() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    // The server applied a renewal by `a` whose response never arrived (cut off by shutdown):
+    // same holder, newer resourceVersion than `a` observed.
+    {
+        let mut state = lock(&fake.state);
+        let lease = state.leases[&("ops".to_owned(), "test-lease".to_owned())].clone();
+        state.store("ops", "test-lease", lease);
+    }
+    a.release().await.unwrap();
+    assert_eq!(fake.holder().as_deref(), Some(""));
+}
+
+#[tokio::test]
+async fn release_leaves_a_lease_taken_by_someone_else_alone() {
+    let fake = Fake::start().await;
+    let mut a = fake.elector("a", slow_lease());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    {
+        let mut state = lock(&fake.state);
+        let mut lease = state.leases[&("ops".to_owned(), "test-lease".to_owned())].clone();
+        lease["spec"]["holderIdentity"] = json!("b");
+        state.store("ops", "test-lease", lease);
+    }
+    a.release().await.unwrap();
+    assert_eq!(fake.holder().as_deref(), Some("b"));
+}
+
+#[tokio::test]
 async fn release_is_a_no_op_for_a_non_leader() {
     let fake = Fake::start().await;
     let mut a = fake.elector("a", slow_lease());
