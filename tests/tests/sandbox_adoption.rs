@@ -2,7 +2,7 @@
 //! or the Sandbox's tracking label) and refusal of everything else, on devcluster.
 
 use e2e_tests::{Env, EnvOptions, condition, sandbox, wait_ready_reason};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use kube::api::PostParams;
 use serde_json::json;
 
@@ -15,8 +15,16 @@ fn pod(name: &str, labels: serde_json::Value, owner: Option<serde_json::Value>) 
     serde_json::from_value(v).unwrap()
 }
 
-fn deployment_owner() -> serde_json::Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "0c4b7d9e-dep", "controller": true})
+/// A controller owner that really exists (garbage collection removes objects whose owner does
+/// not).
+async fn foreign_owner(env: &Env) -> serde_json::Value {
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "web"}})).unwrap();
+    let cm = env
+        .api::<ConfigMap>("default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "web", "uid": cm.metadata.uid, "controller": true})
 }
 
 #[tokio::test]
@@ -111,9 +119,10 @@ async fn authorized_pod_and_service_and_pvc_are_adopted() {
 async fn objects_owned_by_others_or_unauthorized_are_refused_and_untouched() {
     let env = Env::start(EnvOptions::default()).await;
     let pods = env.api::<Pod>("default");
+    let owner = foreign_owner(&env).await;
     pods.create(
         &PostParams::default(),
-        &pod("owned-elsewhere", json!({}), Some(deployment_owner())),
+        &pod("owned-elsewhere", json!({}), Some(owner.clone())),
     )
     .await
     .unwrap();
@@ -146,10 +155,11 @@ async fn objects_owned_by_others_or_unauthorized_are_refused_and_untouched() {
     }
     let sb = wait_ready_reason(&sandboxes, "owned-elsewhere", "ReconcilerError").await;
     let msg = condition(&sb, "Ready").unwrap().message;
-    assert!(
-        msg.contains("pod \"owned-elsewhere\" is owned by Deployment/web (UID: 0c4b7d9e-dep)"),
-        "{msg}"
+    let expected = format!(
+        "pod \"owned-elsewhere\" is owned by ConfigMap/web (UID: {})",
+        owner["uid"].as_str().unwrap()
     );
+    assert!(msg.contains(&expected), "{msg}");
     let sb = wait_ready_reason(&sandboxes, "no-label", "ReconcilerError").await;
     let msg = condition(&sb, "Ready").unwrap().message;
     assert!(
@@ -166,7 +176,7 @@ async fn objects_owned_by_others_or_unauthorized_are_refused_and_untouched() {
     assert!(msg.contains("field is immutable"), "{msg}");
 
     let p = pods.get("owned-elsewhere").await.unwrap();
-    assert_eq!(p.metadata.owner_references.unwrap()[0].kind, "Deployment");
+    assert_eq!(p.metadata.owner_references.unwrap()[0].kind, "ConfigMap");
     assert!(
         !p.metadata
             .labels

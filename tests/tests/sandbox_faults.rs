@@ -162,3 +162,79 @@ async fn killed_mid_burst_the_controller_converges_after_restart() {
     }
     env.stop().await;
 }
+
+#[tokio::test]
+async fn api_errors_throttling_and_dropped_watches_are_retried_until_converged() {
+    use devcluster::observe::{FaultConfig, FaultRule, WatchClose};
+
+    const N: usize = 20;
+    let env = Env::start(EnvOptions::default()).await;
+    let rule = |verbs: &[&str], resources: &[&str], code: u16, rate: f64| FaultRule {
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        resources: resources.iter().map(|s| s.to_string()).collect(),
+        error_rate: rate,
+        error_code: code,
+        ..FaultRule::default()
+    };
+    env.cluster
+        .observer()
+        .set_faults(FaultConfig {
+            rules: vec![
+                rule(&["create"], &["pods", "services"], 500, 0.4),
+                rule(&["patch"], &["sandboxes.agents.x-k8s.io/status"], 429, 0.3),
+                rule(&["patch"], &["sandboxes.agents.x-k8s.io"], 503, 0.3),
+            ],
+            watch_close: Some(WatchClose {
+                probability: 0.5,
+                min_after: Duration::from_millis(100),
+                max_after: Duration::from_millis(800),
+            }),
+            seed: Some(7),
+            retry_after_seconds: 0,
+        })
+        .unwrap();
+    let sandboxes = env.sandboxes("default");
+    for i in 0..N {
+        sandboxes
+            .create(
+                &PostParams::default(),
+                &sandbox(&format!("f-{i}"), json!({"service": true})),
+            )
+            .await
+            .unwrap();
+        if i == N / 2 {
+            // Expire every watch's resourceVersion: watchers must relist (410 Gone).
+            env.cluster.compact_history();
+        }
+    }
+    wait_for(
+        "every Sandbox ready despite the faults",
+        Duration::from_secs(90),
+        || async {
+            let all = sandboxes.list(&ListParams::default()).await.ok()?;
+            (all.items.len() == N
+                && all
+                    .items
+                    .iter()
+                    .all(|s| ready(s).is_some_and(|(st, _)| st == "True")))
+            .then_some(())
+        },
+    )
+    .await;
+    env.cluster
+        .observer()
+        .set_faults(FaultConfig::default())
+        .unwrap();
+    let pods = env
+        .api::<Pod>("default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(
+        pods.len(),
+        N,
+        "one Pod each, no duplicates from retried creates"
+    );
+    env.stop().await;
+}

@@ -170,3 +170,51 @@ async fn service_false_removes_the_owned_service() {
     assert_eq!(condition(&sb, "Ready").unwrap().message, "Pod is Ready");
     env.stop().await;
 }
+
+#[tokio::test]
+async fn happy_path_costs_few_sandbox_writes_and_idle_costs_none() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::StreamExt;
+    use kube::api::WatchParams;
+    use kube::core::WatchEvent;
+
+    let env = Env::start(EnvOptions::default()).await;
+    let sandboxes = env.sandboxes("default");
+    let mut watch = sandboxes
+        .watch(&WatchParams::default().fields("metadata.name=frugal"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let writes = Arc::new(AtomicUsize::new(0));
+    let counted = writes.clone();
+    let counter = tokio::spawn(async move {
+        while let Some(Ok(ev)) = watch.next().await {
+            if matches!(ev, WatchEvent::Modified(_)) {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    sandboxes
+        .create(&PostParams::default(), &sandbox("frugal", json!({})))
+        .await
+        .unwrap();
+    wait_ready_reason(&sandboxes, "frugal", "DependenciesReady").await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let at_ready = writes.load(Ordering::SeqCst);
+    // The pod-name annotation plus one status write per observed Pod state (created, scheduled,
+    // running/ready): never more than four writes to the Sandbox.
+    assert!(
+        (2..=4).contains(&at_ready),
+        "{at_ready} Sandbox writes on the happy path"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        writes.load(Ordering::SeqCst),
+        at_ready,
+        "no writes once Ready"
+    );
+    counter.abort();
+    env.stop().await;
+}

@@ -48,6 +48,89 @@ pub struct Args {
         action = ArgAction::Set,
     )]
     pub disable_sandbox_events: bool,
+
+    #[command(flatten)]
+    pub reference: ReferenceCompatArgs,
+}
+
+fn reject_extensions(s: &str) -> Result<bool, String> {
+    match parse_go_bool(s)? {
+        false => Ok(false),
+        true => Err(
+            "the extension controllers run in the separate extensions-controller binary; remove --extensions"
+                .to_string(),
+        ),
+    }
+}
+
+/// Flags of the reference binary that have no effect here, accepted so its manifests (Helm
+/// chart arguments) start this binary unchanged. Setting one logs a warning.
+#[derive(clap::Args, Debug, Clone, PartialEq, Default)]
+#[command(next_help_heading = "Accepted for compatibility with the reference, without effect")]
+pub struct ReferenceCompatArgs {
+    /// Only `false` is accepted: the extension controllers are a separate binary.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = reject_extensions, action = ArgAction::Set)]
+    pub extensions: bool,
+
+    /// Ignored: no conversion webhook (only v1beta1 is served).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, action = ArgAction::Set)]
+    pub enable_webhook: Option<bool>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = parse_go_bool, action = ArgAction::Set)]
+    pub manage_webhook_certs: Option<bool>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_port: Option<u16>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_cert_dir: Option<String>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_cert_name: Option<String>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_key_name: Option<String>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_service_name: Option<String>,
+
+    /// Ignored: no conversion webhook.
+    #[arg(long)]
+    pub webhook_namespace: Option<String>,
+}
+
+impl ReferenceCompatArgs {
+    /// The names of the ignored flags that were given.
+    pub fn ignored(&self) -> Vec<&'static str> {
+        [
+            ("--enable-webhook", self.enable_webhook.is_some()),
+            (
+                "--manage-webhook-certs",
+                self.manage_webhook_certs.is_some(),
+            ),
+            ("--webhook-port", self.webhook_port.is_some()),
+            ("--webhook-cert-dir", self.webhook_cert_dir.is_some()),
+            ("--webhook-cert-name", self.webhook_cert_name.is_some()),
+            ("--webhook-key-name", self.webhook_key_name.is_some()),
+            (
+                "--webhook-service-name",
+                self.webhook_service_name.is_some(),
+            ),
+            ("--webhook-namespace", self.webhook_namespace.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -92,6 +175,41 @@ mod tests {
             let err = Args::try_parse_from(["sandbox-controller", bad]).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::ValueValidation, "{bad}");
             assert_eq!(err.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn reference_helm_arguments_are_accepted_and_reported_as_ignored() {
+        let args = Args::try_parse_from([
+            "sandbox-controller",
+            "--leader-elect=true",
+            "--extensions=false",
+            "--webhook-service-name=agent-sandbox-webhook-service",
+            "--webhook-namespace=agent-sandbox-system",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.reference.ignored(),
+            ["--webhook-service-name", "--webhook-namespace"]
+        );
+        assert!(
+            Args::try_parse_from(["sandbox-controller"])
+                .unwrap()
+                .reference
+                .ignored()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn extensions_true_is_refused_with_a_pointer_to_the_other_binary() {
+        for bad in ["--extensions", "--extensions=true"] {
+            let err = Args::try_parse_from(["sandbox-controller", bad]).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert!(
+                err.to_string().contains("extensions-controller binary"),
+                "{err}"
+            );
         }
     }
 

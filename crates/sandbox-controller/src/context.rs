@@ -150,6 +150,44 @@ impl Context {
             .remove(&key);
     }
 
+    /// Drops the per-Sandbox memory of Sandboxes that no longer exist (deleted objects never
+    /// reach the reconciler, so their entries would otherwise stay forever).
+    pub fn prune_departed(&self) {
+        let live = self.stores.sandboxes.state();
+        let keys: HashSet<ObjectRef<Sandbox>> = live
+            .iter()
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect();
+        let uids: HashSet<String> = live.iter().filter_map(|s| s.metadata.uid.clone()).collect();
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, _| keys.contains(k));
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, _| keys.contains(k));
+        self.latency_recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|u| uids.contains(u));
+    }
+
+    /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).
+    pub fn remembered(&self) -> usize {
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
+            + self
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+            + self
+                .latency_recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+    }
+
     /// True the first time it is called for `uid` in this process.
     pub fn first_ready(&self, uid: &str) -> bool {
         self.latency_recorded
@@ -173,12 +211,139 @@ impl Context {
         let ev = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(note),
+            note: Some(truncate_note(note)),
             action: action.to_string(),
             secondary: None,
         };
         if let Err(err) = recorder.publish(&ev, &sandbox.object_ref(&())).await {
             tracing::warn!(error = %err, reason, "failed to publish event");
         }
+    }
+}
+
+/// Event notes are limited to 1 kB by the API server.
+fn truncate_note(mut note: String) -> String {
+    const MAX: usize = 1024;
+    if note.len() > MAX {
+        let mut cut = MAX - 3;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+        note.push_str("...");
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_event_notes_are_cut_at_a_char_boundary() {
+        assert_eq!(truncate_note("short".into()), "short");
+        let long = "é".repeat(800);
+        let cut = truncate_note(long);
+        assert!(cut.len() <= 1024 && cut.ends_with("..."));
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+    use api_types::SandboxSpec;
+    use kube::runtime::watcher;
+
+    fn sandbox(name: &str) -> Sandbox {
+        let mut sb = Sandbox::new(name, SandboxSpec::default());
+        sb.metadata.namespace = Some("ns".into());
+        sb.metadata.uid = Some(format!("uid-{name}"));
+        sb
+    }
+
+    fn context(live: &[&Sandbox]) -> Context {
+        let (sandboxes, mut writer) = kube::runtime::reflector::store::<Sandbox>();
+        for sb in live {
+            writer.apply_watcher_event(&watcher::Event::Apply((*sb).clone()));
+        }
+        let (pods, _) = kube::runtime::reflector::store();
+        let (services, _) = kube::runtime::reflector::store();
+        let (pvcs, _) = kube::runtime::reflector::store();
+        // A client that is never used: nothing here calls the API.
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        Context::new(
+            client,
+            Stores {
+                sandboxes,
+                pods,
+                services,
+                pvcs,
+            },
+            Settings::default(),
+            Metrics::register(&mut registry, None),
+            None,
+        )
+    }
+
+    #[tokio::test]
+    async fn memory_of_deleted_sandboxes_is_pruned() {
+        let (live, gone) = (sandbox("live"), sandbox("gone"));
+        let ctx = context(&[&live]);
+        for sb in [&live, &gone] {
+            ctx.remember_written(sb, Some("5"), SandboxStatus::default());
+            ctx.next_backoff(ObjectRef::from_obj(sb), Duration::from_millis(5));
+            ctx.first_ready(sb.metadata.uid.as_deref().unwrap());
+        }
+        assert_eq!(ctx.remembered(), 6);
+        ctx.prune_departed();
+        assert_eq!(ctx.remembered(), 3);
+    }
+
+    #[tokio::test]
+    async fn retry_backoff_doubles_per_failure_caps_and_resets() {
+        let sb = sandbox("flaky");
+        let ctx = context(&[&sb]);
+        let key = ObjectRef::from_obj(&sb);
+        let base = Duration::from_millis(100);
+        let delays: Vec<Duration> = (0..4)
+            .map(|_| ctx.next_backoff(key.clone(), base))
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800].map(Duration::from_millis));
+        for _ in 0..30 {
+            ctx.next_backoff(key.clone(), base);
+        }
+        assert_eq!(ctx.next_backoff(key.clone(), base), MAX_BACKOFF);
+        ctx.reset_backoff(&key);
+        assert_eq!(ctx.next_backoff(key, base), base);
+    }
+
+    #[tokio::test]
+    async fn a_pass_before_the_cache_caught_up_starts_from_the_last_write() {
+        let mut sb = sandbox("racy");
+        sb.metadata.resource_version = Some("10".into());
+        let ctx = context(&[&sb]);
+        let written = SandboxStatus {
+            node_name: "node-1".into(),
+            ..Default::default()
+        };
+        ctx.remember_written(&sb, Some("12"), written.clone());
+        assert_eq!(
+            ctx.base_status(&sb),
+            written,
+            "cache at rv 10 is older than our write at 12"
+        );
+        sb.metadata.resource_version = Some("12".into());
+        sb.status = Some(SandboxStatus {
+            node_name: "node-2".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            ctx.base_status(&sb).node_name,
+            "node-2",
+            "the cache caught up: it wins"
+        );
     }
 }

@@ -182,6 +182,21 @@ impl SandboxController {
             recorder,
         ));
 
+        // Forget per-Sandbox memory of deleted Sandboxes once a minute.
+        let janitor = {
+            let ctx = ctx.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => ctx.prune_departed(),
+                    }
+                }
+            })
+        };
+
         let mut config = controller::Config::default().concurrency(options.workers);
         config = config.debounce(std::time::Duration::from_millis(0));
         Controller::for_stream(sandbox_stream, stores.sandboxes.clone())
@@ -200,6 +215,7 @@ impl SandboxController {
                 }
             })
             .await;
+        janitor.abort();
         Ok(())
     }
 }
@@ -232,5 +248,48 @@ impl Stores {
             && wait_store(&self.pods).await
             && wait_store(&self.services).await
             && wait_store(&self.pvcs).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api_types::{SandboxSpec, SandboxStatus};
+
+    #[test]
+    fn status_only_changes_do_not_trigger_but_spec_and_metadata_do() {
+        let mut sb = Sandbox::new("sb", SandboxSpec::default());
+        sb.metadata.generation = Some(1);
+        let base = sandbox_trigger(&sb);
+        let mut status_only = sb.clone();
+        status_only.status = Some(SandboxStatus {
+            node_name: "node-1".into(),
+            ..Default::default()
+        });
+        status_only.metadata.resource_version = Some("42".into());
+        assert_eq!(sandbox_trigger(&status_only), base);
+        let mut spec = sb.clone();
+        spec.metadata.generation = Some(2);
+        assert_ne!(sandbox_trigger(&spec), base);
+        let mut annotated = sb.clone();
+        annotated.metadata.annotations = Some([("k".to_string(), "v".to_string())].into());
+        assert_ne!(sandbox_trigger(&annotated), base);
+    }
+
+    #[test]
+    fn cached_pods_keep_metadata_status_and_node_only() {
+        let mut pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+            "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "podIP": "127.0.0.1"}
+        }))
+        .unwrap();
+        slim_pod(&mut pod);
+        assert_eq!(pod.metadata.managed_fields, None);
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()["a"], "b");
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-7"));
+        assert!(spec.containers.is_empty());
+        assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
     }
 }

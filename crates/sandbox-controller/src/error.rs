@@ -39,18 +39,9 @@ pub enum Error {
     /// A Pod create returned AlreadyExists, and the Pod could not be read back.
     #[error("pod already exists but failed to fetch: {0}")]
     PodVanished(String),
-    /// Invalid command-line or start-up configuration.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// The metrics registry could not be encoded.
-    #[error("metrics encoding failed: {0}")]
-    Metrics(#[from] std::fmt::Error),
     /// Process setup or lifecycle (client, admin servers, leader election) failed.
     #[error(transparent)]
     Runtime(#[from] controller_common::Error),
-    /// The controller's watch streams failed to start.
-    #[error("controller stopped: {0}")]
-    Stopped(String),
 }
 
 impl Error {
@@ -78,9 +69,6 @@ impl Error {
             Error::ServiceNotHeadless { .. } => "service_not_headless",
             Error::MultiplePods { .. } => "multiple_pods",
             Error::PodVanished(_) => "pod_vanished",
-            Error::Config(_) => "config",
-            Error::Metrics(_) => "metrics",
-            Error::Stopped(_) => "stopped",
             Error::Runtime(_) => "runtime",
         }
     }

@@ -36,6 +36,10 @@ pub async fn run(args: args::Args) -> Result<(), Error> {
 
 /// [`run`] on an already set-up runtime (tests build one around their own client).
 pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
+    let ignored = args.reference.ignored();
+    if !ignored.is_empty() {
+        tracing::warn!(flags = ?ignored, "ignoring the reference's conversion-webhook flags: only v1beta1 is served");
+    }
     let options = ControllerOptions {
         settings: Settings {
             cluster_domain: args.common.cluster_domain.clone(),

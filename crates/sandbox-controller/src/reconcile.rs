@@ -40,7 +40,7 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
         "ReconcileSandbox",
         sandbox.name = %sandbox.name_any(),
         sandbox.namespace = %sandbox.namespace().unwrap_or_default(),
-        created_by = field::Empty,
+        "agents.x-k8s.io/created-by" = field::Empty,
     );
     crate::tracing_context::attach_parent(&span, &sandbox);
     let result = reconcile_sandbox(&sandbox, &ctx).instrument(span).await;
@@ -61,9 +61,13 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
 }
 
 /// Retry policy for a failed reconcile: exponential per Sandbox, starting from the error kind's
-/// base delay, capped at five minutes.
+/// base delay, capped at five minutes, and never later than the Sandbox's `shutdownTime`.
 pub fn error_policy(sandbox: Arc<Sandbox>, err: &Error, ctx: Arc<Context>) -> Action {
-    let delay = ctx.next_backoff(ObjectRef::from_obj(sandbox.as_ref()), err.base_backoff());
+    let backoff = ctx.next_backoff(ObjectRef::from_obj(sandbox.as_ref()), err.base_backoff());
+    let delay = match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), Timestamp::now()) {
+        Expiry::In(until_expiry) => backoff.min(until_expiry),
+        _ => backoff,
+    };
     tracing::warn!(
         sandbox = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox.name_any()),
         error = %err,

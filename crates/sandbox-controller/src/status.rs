@@ -67,6 +67,22 @@ fn condition(
     }
 }
 
+/// Condition messages are limited to 32768 bytes by the CRD schema; a longer error text would
+/// make the whole status write fail.
+pub const MAX_MESSAGE_BYTES: usize = 32768;
+
+fn cap_message(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES - 3;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    message
+}
+
 fn pod_phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
@@ -224,7 +240,7 @@ fn ready_condition(obs: &Observation<'_>) -> Condition {
             READY,
             "False",
             reason::RECONCILER_ERROR,
-            format!("Error seen: {}", obs.errors.join("\n")),
+            cap_message(format!("Error seen: {}", obs.errors.join("\n"))),
             g,
         );
     }

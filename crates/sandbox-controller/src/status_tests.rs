@@ -735,3 +735,14 @@ fn pod_ips_fall_back_to_pod_ip() {
         vec!["10.0.0.1".to_string(), "fd00::1".to_string()]
     );
 }
+
+#[test]
+fn huge_error_text_is_capped_to_the_schema_limit() {
+    let o = Observation {
+        errors: vec!["x".repeat(40_000)],
+        ..obs()
+    };
+    let ready = compute_conditions(&o).pop().unwrap();
+    assert_eq!(ready.reason, "ReconcilerError");
+    assert!(ready.message.len() <= MAX_MESSAGE_BYTES && ready.message.ends_with("..."));
+}

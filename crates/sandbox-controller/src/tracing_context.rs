@@ -31,7 +31,7 @@ pub fn carrier(sandbox: &Sandbox) -> Option<HashMap<String, String>> {
 /// `created-by` label on it.
 pub fn attach_parent(span: &tracing::Span, sandbox: &Sandbox) {
     if let Some(v) = sandbox.labels().get(CREATED_BY_LABEL) {
-        span.record("created_by", normalize_created_by(v));
+        span.record(CREATED_BY_LABEL, normalize_created_by(v));
     }
     let Some(carrier) = carrier(sandbox) else {
         return;
@@ -45,6 +45,59 @@ pub fn attach_parent(span: &tracing::Span, sandbox: &Sandbox) {
 mod tests {
     use super::*;
     use api_types::SandboxSpec;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    /// Collects every value recorded on spans after their creation.
+    #[derive(Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<(String, String)>>>);
+
+    impl Visit for Recorded {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), value.to_string()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorded {
+        fn on_record(
+            &self,
+            _: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: Context<'_, S>,
+        ) {
+            values.record(&mut self.clone());
+        }
+    }
+
+    #[test]
+    fn created_by_is_recorded_normalized_on_the_reconcile_span() {
+        let recorded = Recorded::default();
+        let subscriber = tracing_subscriber::registry().with(recorded.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let mut sb = Sandbox::new("sb", SandboxSpec::default());
+            sb.metadata.labels =
+                Some([(CREATED_BY_LABEL.to_string(), "invalid-value".to_string())].into());
+            let span = tracing::info_span!(
+                "ReconcileSandbox",
+                "agents.x-k8s.io/created-by" = tracing::field::Empty
+            );
+            attach_parent(&span, &sb);
+        });
+        assert_eq!(
+            recorded.0.lock().unwrap().as_slice(),
+            [(CREATED_BY_LABEL.to_string(), "unknown".to_string())]
+        );
+    }
 
     #[test]
     fn carrier_is_read_from_the_annotation_and_garbage_ignored() {

@@ -22,11 +22,15 @@ struct Running {
 }
 
 fn start_controller(api: &FakeApi) -> Running {
+    start_controller_with_events(api, true)
+}
+
+fn start_controller_with_events(api: &FakeApi, events: bool) -> Running {
     let mut registry = Registry::default();
     let options = ControllerOptions {
         settings: Settings {
             cluster_domain: "cluster.local".into(),
-            events: true,
+            events,
         },
         workers: 8,
         ..Default::default()
@@ -653,4 +657,81 @@ async fn a_deleted_pod_is_recreated_and_a_deleted_sandbox_takes_its_children() {
         "nothing recreated for a deleted Sandbox"
     );
     ctl.stop().await;
+}
+
+#[tokio::test]
+async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
+    let api = FakeApi::new();
+    let ctl = start_controller(&api);
+    api.apply("sandboxes", sandbox("slow", json!({})));
+    let mut pod = wait_for("pod", || api.get("pods", NS, "slow")).await;
+    let first_uid = pod["metadata"]["uid"].clone();
+    pod["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    api.apply("pods", pod);
+
+    let mut sb = api.get("sandboxes", NS, "slow").unwrap();
+    sb["spec"]["operatingMode"] = json!("Suspended");
+    api.apply("sandboxes", sb);
+    let sb = wait_for("suspending", || {
+        api.get("sandboxes", NS, "slow")
+            .filter(|s| condition(s, "Suspended").is_some_and(|c| c.1 == "PodTerminating"))
+    })
+    .await;
+    assert_eq!(condition(&sb, "Ready").unwrap().2, "Sandbox is suspending");
+    assert_eq!(
+        sb["metadata"]["annotations"]["agents.x-k8s.io/pod-name"], "slow",
+        "kept while terminating"
+    );
+    assert!(!api.get("pods", NS, "slow").unwrap()["metadata"]["deletionTimestamp"].is_null());
+
+    // Resume while the old Pod is still terminating: no second Pod.
+    let mut sb = api.get("sandboxes", NS, "slow").unwrap();
+    sb["spec"]["operatingMode"] = json!("Running");
+    api.apply("sandboxes", sb);
+    wait_for("not suspended", || {
+        api.get("sandboxes", NS, "slow")
+            .filter(|s| condition(s, "Suspended").is_some_and(|c| c.1 == "NotSuspended"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        api.list("pods").len(),
+        1,
+        "no overlap while the old Pod terminates"
+    );
+
+    // The finalizer goes, the old Pod disappears, and a fresh one is created.
+    let mut pod = api.get("pods", NS, "slow").unwrap();
+    pod["metadata"]["finalizers"] = json!([]);
+    api.apply("pods", pod);
+    let fresh = wait_for("fresh pod", || {
+        api.get("pods", NS, "slow")
+            .filter(|p| p["metadata"]["uid"] != first_uid)
+    })
+    .await;
+    assert!(fresh["metadata"]["deletionTimestamp"].is_null());
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn events_are_published_unless_disabled() {
+    for events in [true, false] {
+        let api = FakeApi::new();
+        let ctl = start_controller_with_events(&api, events);
+        api.apply("sandboxes", sandbox("ev", json!({})));
+        wait_for("pod", || api.get("pods", NS, "ev")).await;
+        wait_for("annotation", || {
+            api.get("sandboxes", NS, "ev")
+                .filter(|s| s["metadata"]["annotations"].is_object())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let published = api.event_writes();
+        if events {
+            assert!(published >= 1, "a PodCreated event");
+        } else {
+            assert_eq!(published, 0, "--disable-sandbox-events publishes nothing");
+        }
+        ctl.stop().await;
+    }
 }

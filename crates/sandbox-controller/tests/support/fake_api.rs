@@ -214,6 +214,17 @@ impl FakeApi {
             .collect()
     }
 
+    /// Number of writes to Events.
+    pub fn event_writes(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .writes
+            .iter()
+            .filter(|w| w.path.contains("/events"))
+            .count()
+    }
+
     pub fn get(&self, collection: &str, ns: &str, name: &str) -> Option<Value> {
         self.state
             .lock()
@@ -366,7 +377,23 @@ impl FakeApi {
             obj["apiVersion"] = json!(k.api_version);
             obj["kind"] = json!(k.kind);
         }
-        self.put(&mut st, collection, obj, type_)
+        let finalized = !obj["metadata"]["deletionTimestamp"].is_null()
+            && obj["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty());
+        let stored = self.put(&mut st, collection, obj, type_);
+        if finalized {
+            let ns = stored["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let name = stored["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            self.remove(&mut st, collection, &ns, &name);
+        }
+        stored
     }
 
     /// Deletes an object directly (test action), honouring finalizers and GC.
