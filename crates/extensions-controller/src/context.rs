@@ -106,7 +106,13 @@ pub struct PoolState {
     pub hold: ReplenishHold,
     /// Pools currently holding unschedulable members (for transition events).
     pub not_progressing: Mutex<HashSet<String>>,
+    /// Last status write per pool, to coalesce count-only status changes.
+    status_writes: Mutex<HashMap<String, Instant>>,
 }
+
+/// Shortest interval between two status writes of one pool that only change the counts
+/// (spec changes are reported at once).
+pub const POOL_STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl PoolState {
     pub fn new(settings: PoolSettings) -> Self {
@@ -115,14 +121,36 @@ impl PoolState {
             limiter: RefillLimiter::new(settings.max_refill_rate),
             hold: ReplenishHold::new(settings.replenish_delay),
             not_progressing: Mutex::default(),
+            status_writes: Mutex::default(),
             settings,
         }
+    }
+
+    /// How long a count-only status write of `key` must wait (zero: write now).
+    pub fn status_hold(&self, key: &str, now: Instant) -> Duration {
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|at| POOL_STATUS_MIN_INTERVAL.saturating_sub(now.saturating_duration_since(*at)))
+            .unwrap_or(Duration::ZERO)
+    }
+
+    pub fn status_written(&self, key: &str, now: Instant) {
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), now);
     }
 
     pub fn forget(&self, key: &str) {
         self.in_flight.forget(key);
         self.limiter.forget(key);
         self.hold.forget(key);
+        self.status_writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         self.not_progressing
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -231,6 +259,31 @@ impl ClaimState {
             .insert(claim_uid.to_owned())
     }
 
+    /// Number of claims with in-memory state.
+    pub fn tracked(&self) -> usize {
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Drops the state of claims that no longer exist (their delete events are not always
+    /// seen: a claim without finalizers can vanish between two watch events).
+    pub fn prune(&self, live: impl Fn(&str) -> bool) {
+        self.bindings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| live(uid));
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| live(uid));
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid| live(uid));
+    }
+
     pub fn forget(&self, claim_uid: &str) {
         self.bindings
             .lock()
@@ -263,7 +316,13 @@ pub struct Context {
     pub policy_writes: Mutex<HashMap<String, (String, NetworkPolicySpec)>>,
     /// Consecutive failures per object key, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// True once every cache has its initial list: decisions on a partial cache would
+    /// over-create pool members or cold-start claims that are already bound.
+    synced: std::sync::atomic::AtomicBool,
 }
+
+/// How long a reconcile waits for the caches' initial lists before looking again.
+pub const SYNC_RECHECK: Duration = Duration::from_millis(100);
 
 /// Longest error backoff.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(120);
@@ -289,7 +348,17 @@ impl Context {
             reconcile_metrics,
             policy_writes: Mutex::default(),
             failures: Mutex::default(),
+            synced: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    pub fn set_synced(&self) {
+        self.synced
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The next retry delay for `key` after a failure (exponential, capped).

@@ -113,6 +113,8 @@ fn claim_fingerprint(claim: &SandboxClaim) -> u64 {
 }
 
 /// A shared reflector: the store, the driver future and `subscribers` event streams.
+/// Shared reflectors only dispatch applied objects, so deletions are forwarded to every
+/// subscriber through a side channel (a deleted member must wake its pool and its claim).
 fn shared<K>(
     client: &Client,
     config: watcher::Config,
@@ -132,12 +134,27 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
-    let subs: Vec<_> = (0..subscribers)
-        .filter_map(|_| writer.subscribe())
-        .collect();
+    let mut senders = Vec::with_capacity(subscribers);
+    let mut subs = Vec::with_capacity(subscribers);
+    for _ in 0..subscribers {
+        let Some(applied) = writer.subscribe() else {
+            continue;
+        };
+        let (tx, deleted) = mpsc::unbounded::<Arc<K>>();
+        senders.push(tx);
+        subs.push(futures::stream::select(applied, deleted));
+    }
     let driver = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
         .modify(strip_managed_fields::<K>)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(obj)) = event {
+                let obj = Arc::new(obj.clone());
+                for tx in &senders {
+                    let _ = tx.unbounded_send(obj.clone());
+                }
+            }
+        })
         .reflect_shared(writer)
         .for_each(|event| {
             if let Err(e) = event {
@@ -424,8 +441,10 @@ impl ExtensionsController {
 
         let synced = {
             let stores = stores.clone();
+            let ctx = ctx.clone();
             async move {
                 if stores.wait_until_ready().await {
+                    ctx.set_synced();
                     on_synced();
                 }
             }

@@ -55,6 +55,8 @@ pub const CONTROLLER_NAME: &str = "sandboxclaim";
 pub const NETWORK_GRACE: Duration = Duration::from_secs(2);
 /// Re-check interval while waiting for such members.
 pub const NETWORK_RECHECK: Duration = Duration::from_millis(500);
+/// Re-check delay after a status write lost to a newer version of the claim.
+pub const STALE_RECHECK: Duration = Duration::from_millis(100);
 /// How many candidates one pass tries before giving up on the warm path.
 pub const MAX_ADOPTION_ATTEMPTS: usize = 8;
 
@@ -67,6 +69,9 @@ fn key_of(claim: &SandboxClaim) -> String {
 }
 
 pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.is_synced() {
+        return Ok(Action::requeue(crate::context::SYNC_RECHECK));
+    }
     let started = Instant::now();
     let span = tracing::info_span!(
         "ReconcileSandboxClaim",
@@ -127,6 +132,8 @@ struct Pass<'a> {
     uid: String,
     sandboxes: Api<Sandbox>,
     now: Timestamp,
+    /// Set when the status write hit a newer claim than the cached one.
+    stale: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Pass<'a> {
@@ -140,6 +147,7 @@ impl<'a> Pass<'a> {
             sandboxes: Api::namespaced(ctx.client.clone(), &namespace),
             namespace,
             now: Timestamp::now(),
+            stale: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -157,6 +165,19 @@ impl<'a> Pass<'a> {
         if self.claim.metadata.deletion_timestamp.is_some() {
             self.ctx.claim.forget(&self.uid);
             return Ok(Action::await_change());
+        }
+        self.remove_legacy_network_policy().await;
+        let claims_cached = self.ctx.stores.claims.len();
+        if self.ctx.claim.tracked() > 2 * claims_cached + 64 {
+            let live: std::collections::HashSet<String> = self
+                .ctx
+                .stores
+                .claims
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.uid.clone())
+                .collect();
+            self.ctx.claim.prune(|uid| live.contains(uid));
         }
         let first_seen = self.ctx.claim.first_seen(&self.uid, self.now);
         let current = self.claim.status.clone().unwrap_or_default();
@@ -219,6 +240,9 @@ impl<'a> Pass<'a> {
                 .await?;
         }
 
+        if self.stale.load(std::sync::atomic::Ordering::Relaxed) {
+            retry = Some(STALE_RECHECK);
+        }
         if let Some(f) = &failure {
             let after = match f {
                 Failure::TemplateNotFound { .. } | Failure::WarmPoolNotFound { .. } => {
@@ -236,6 +260,47 @@ impl<'a> Pass<'a> {
             retry = Some(retry.map_or(left, |r| r.min(left)));
         }
         Ok(retry.map_or_else(Action::await_change, Action::requeue))
+    }
+
+    /// Older releases made one NetworkPolicy per claim (`<claim>-network-policy`, owned by the
+    /// claim); templates share one now. Ours is deleted; a same-named policy someone else owns
+    /// is left alone. Read from the cache, so a pass costs no request when there is none.
+    async fn remove_legacy_network_policy(&self) {
+        let name = format!("{}-network-policy", self.name);
+        let Some(np) = self
+            .ctx
+            .stores
+            .policies
+            .get(&kube::runtime::reflector::ObjectRef::new(&name).within(&self.namespace))
+        else {
+            return;
+        };
+        let owned = crate::ownership::controller_of(&np.metadata).is_some_and(|o| {
+            o.uid == self.uid && crate::ownership::refers_to_kind(o, crate::ownership::CLAIM_KIND)
+        });
+        if !owned {
+            return;
+        }
+        let api = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(
+            self.ctx.client.clone(),
+            &self.namespace,
+        );
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: np.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(policy = %format!("{}/{name}", self.namespace), "deleted legacy per-claim NetworkPolicy")
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, policy = %name, "cannot delete legacy per-claim NetworkPolicy")
+            }
+        }
     }
 
     async fn delete_expired_claim(&self) -> Result<Action, Error> {
@@ -334,7 +399,7 @@ impl<'a> Pass<'a> {
 
     /// A Sandbox in the cache whose controller is this claim.
     fn owned_in_cache(&self) -> Option<Arc<Sandbox>> {
-        self.ctx.stores.sandboxes.state().into_iter().find(|s| {
+        self.ctx.stores.sandboxes.find(|s| {
             s.metadata.namespace.as_deref() == Some(self.namespace.as_str())
                 && is_controlled_by(&s.metadata, &self.uid)
         })
@@ -364,18 +429,16 @@ impl<'a> Pass<'a> {
             ));
         };
         let template_name = pool.spec.sandbox_template_ref.name.clone();
-        let Some(template) = self.ctx.stores.template(&self.namespace, &template_name) else {
-            return Ok((
-                Binding::Failed(Failure::TemplateNotFound {
-                    template: template_name,
-                }),
-                None,
-            ));
-        };
+        // Warm members can be taken even while the template is missing (their pod metadata is
+        // kept); only a cold start needs the template.
+        let template = self.ctx.stores.template(&self.namespace, &template_name);
         let customized =
             !self.claim.spec.env.is_empty() || !self.claim.spec.volume_claim_templates.is_empty();
         if !customized {
-            match self.adopt(&pool, &template, &template_name).await? {
+            match self
+                .adopt(&pool, template.as_deref(), &template_name)
+                .await?
+            {
                 Adoption::Adopted(sb) => return Ok((Binding::Bound(sb), None)),
                 Adoption::Failed(f) => return Ok((Binding::Failed(f), None)),
                 Adoption::PendingNetwork if self.is_young() => {
@@ -384,6 +447,14 @@ impl<'a> Pass<'a> {
                 Adoption::PendingNetwork | Adoption::NoCandidate => {}
             }
         }
+        let Some(template) = template else {
+            return Ok((
+                Binding::Failed(Failure::TemplateNotFound {
+                    template: template_name,
+                }),
+                None,
+            ));
+        };
         Ok((
             self.create_cold(&template, &template_name, pool_name)
                 .await?,
@@ -541,14 +612,22 @@ impl<'a> Pass<'a> {
     async fn adopt(
         &self,
         pool: &SandboxWarmPool,
-        template: &SandboxTemplate,
+        template: Option<&SandboxTemplate>,
         template_name: &str,
     ) -> Result<Adoption, Error> {
         let claim_state = &self.ctx.claim;
         let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
-        let facts = recreate.then(|| crate::warm_pool::blueprint::TemplateFacts {
-            blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(&template.spec.blueprint),
-            template: Arc::new(template.clone()),
+        // Under Recreate a member must be vetted against the template; without it, take none.
+        if recreate && template.is_none() {
+            return Ok(Adoption::NoCandidate);
+        }
+        let facts = template.filter(|_| recreate).map(|template| {
+            crate::warm_pool::blueprint::TemplateFacts {
+                blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(
+                    &template.spec.blueprint,
+                ),
+                template: Arc::new(template.clone()),
+            }
         });
         let started = Instant::now();
         let skip = |sb: &Sandbox| {
@@ -567,7 +646,12 @@ impl<'a> Pass<'a> {
             name: pool.metadata.name.as_deref().unwrap_or_default(),
             uid: pool.metadata.uid.as_deref(),
         };
-        let ranking = rank(&self.ctx.stores.sandboxes.state(), &pool_ref, &skip);
+        let members = self
+            .ctx
+            .stores
+            .sandboxes
+            .state_filter(|s| super::candidate::is_member(s, &pool_ref));
+        let ranking = rank(&members, &pool_ref, &skip);
         let mut attempts = 0;
         for candidate in ranking.ordered {
             if attempts >= MAX_ADOPTION_ATTEMPTS {
@@ -588,7 +672,7 @@ impl<'a> Pass<'a> {
                 let patch = match adoption_patch(
                     &current,
                     self.claim,
-                    Some(template),
+                    template,
                     template_name,
                     self.domains(),
                 ) {
@@ -785,8 +869,12 @@ impl<'a> Pass<'a> {
             .await
         {
             Ok(_) => Ok(true),
-            // Stale view: the write that made it stale re-triggers this claim.
-            Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(false),
+            // Stale view (our own status writes do not re-trigger the claim): look again soon.
+            Err(e) if is_conflict(&e) => {
+                self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(Error::kube(
                 format!(
                     "patch status of SandboxClaim {}/{}",
@@ -815,7 +903,14 @@ impl<'a> Pass<'a> {
         if annotations.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION) {
             return Ok(());
         }
-        let first_time = !is_ready(old) && self.ctx.claim.mark_recorded(&self.uid);
+        // Once per claim and process: a later pass may still read a cached claim without the
+        // annotation we wrote.
+        if !self.ctx.claim.mark_recorded(&self.uid) {
+            return Ok(());
+        }
+        // Ready was persisted before this process saw the transition (e.g. across a restart):
+        // the latency is unknown; record nothing and mark it so.
+        let first_time = !is_ready(old);
         if first_time {
             self.record_latencies(&annotations, sandbox, first_seen);
         }

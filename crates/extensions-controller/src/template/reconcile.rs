@@ -31,6 +31,9 @@ fn key(template: &SandboxTemplate) -> String {
 }
 
 pub async fn reconcile(template: Arc<SandboxTemplate>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.is_synced() {
+        return Ok(Action::requeue(crate::context::SYNC_RECHECK));
+    }
     let started = Instant::now();
     let span = tracing::info_span!("ReconcileSandboxTemplate", template = %key(&template));
     let result = reconcile_inner(&template, &ctx).instrument(span).await;

@@ -40,6 +40,9 @@ fn key_of(pool: &SandboxWarmPool) -> String {
 }
 
 pub async fn reconcile(pool: Arc<SandboxWarmPool>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.is_synced() {
+        return Ok(Action::requeue(crate::context::SYNC_RECHECK));
+    }
     let started = Instant::now();
     let span = tracing::info_span!("ReconcileSandboxWarmPool", pool = %key_of(&pool));
     let result = reconcile_inner(&pool, &ctx).instrument(span).await;
@@ -153,20 +156,14 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
             template,
         });
     let pool_hash = name_hash(name);
-    let listed: Vec<Arc<Sandbox>> = ctx
-        .stores
-        .sandboxes
-        .state()
-        .into_iter()
-        .filter(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
-                    == Some(&pool_hash)
-        })
-        .collect();
+    let listed: Vec<Arc<Sandbox>> = ctx.stores.sandboxes.state_filter(|s| {
+        s.metadata.namespace.as_deref() == Some(namespace)
+            && s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+                == Some(&pool_hash)
+    });
     let now = Instant::now();
     let pending = state.in_flight.settle(
         &key,
@@ -324,7 +321,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         if decided.unschedulable > 0 {
             !flagged.insert(key.clone())
         } else {
-            !flagged.remove(&key)
+            flagged.remove(&key)
         }
     };
     if decided.unschedulable > 0 {
@@ -365,7 +362,19 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
     let mut status = decided.status.clone();
     status.selector = api_types::keys::warm_pool_selector(name);
     status.observed_generation = pool.metadata.generation.unwrap_or(0);
-    if pool.status.as_ref() != Some(&status) {
+    let current = pool.status.clone().unwrap_or_default();
+    let counts_only = current.observed_generation == status.observed_generation
+        && current.selector == status.selector;
+    let hold = if counts_only && current != status {
+        state.status_hold(&key, now)
+    } else {
+        Duration::ZERO
+    };
+    if !hold.is_zero() {
+        // Coalesce count-only changes: at most one such write per pool per interval.
+        requeue = min_requeue(requeue, hold);
+    } else if current != status {
+        state.status_written(&key, now);
         let pools = Api::<SandboxWarmPool>::namespaced(ctx.client.clone(), namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
