@@ -91,6 +91,12 @@ pub enum DevError {
     /// Something did not happen in time.
     #[error("timed out waiting for {what}; the logs are in the dev directory")]
     Timeout { what: String },
+    /// Another `cargo xtask dev` already uses the directory.
+    #[error(
+        "another `cargo xtask dev` (pid {pid}) is running with {dir}; stop it (Ctrl-C in its \
+         terminal) or pass --dir DIR"
+    )]
+    AlreadyRunning { pid: u32, dir: String },
     /// Signal handlers could not be installed.
     #[error("could not install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
@@ -153,6 +159,12 @@ fn child_exited(child: &ChildGroup, status: &str) -> DevError {
 
 /// Runs the dev environment until Ctrl-C (or SIGTERM/SIGHUP), then stops everything it started.
 pub async fn run(args: &DevArgs) -> Result<(), DevError> {
+    let result = run_until_stopped(args).await;
+    release_dir(&dev_dir(args));
+    result
+}
+
+async fn run_until_stopped(args: &DevArgs) -> Result<(), DevError> {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(DevError::Signals)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(DevError::Signals)?;
     let mut hangup = signal(SignalKind::hangup()).map_err(DevError::Signals)?;
@@ -238,6 +250,7 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
         path: dir.clone(),
         source,
     })?;
+    claim_dir(&dir)?;
     let profile = if args.release { "release" } else { "debug" };
     let mut packages = vec!["devcluster"];
     if !args.no_controllers {
@@ -348,6 +361,49 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
     };
     println!("{}", banner.render());
     Ok(())
+}
+
+/// File holding the pid of the `cargo xtask dev` that uses a directory.
+pub const PID_FILE: &str = "xtask-dev.pid";
+
+/// Records this process as the user of `dir`, refusing when another live `xtask dev` has it
+/// (a second one would replace the first one's kubeconfig under its feet).
+fn claim_dir(dir: &Path) -> Result<(), DevError> {
+    let pid_file = dir.join(PID_FILE);
+    if let Ok(text) = std::fs::read_to_string(&pid_file)
+        && let Ok(pid) = text.trim().parse::<u32>()
+        && pid != std::process::id()
+        && is_xtask_process(pid)
+    {
+        return Err(DevError::AlreadyRunning {
+            pid,
+            dir: dir.display().to_string(),
+        });
+    }
+    std::fs::write(&pid_file, format!("{}\n", std::process::id())).map_err(|source| DevError::Io {
+        action: "write",
+        path: pid_file,
+        source,
+    })
+}
+
+/// Whether `pid` is a running xtask process (its command line names xtask).
+fn is_xtask_process(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).contains("xtask"))
+        .unwrap_or(false)
+}
+
+/// Forgets the pid file once this process is done with the directory.
+fn release_dir(dir: &Path) {
+    let pid_file = dir.join(PID_FILE);
+    let ours = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        == Some(std::process::id());
+    if ours {
+        let _ = std::fs::remove_file(pid_file);
+    }
 }
 
 /// `cargo build -p ...`, with Cargo's own progress on the terminal.

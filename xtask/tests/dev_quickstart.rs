@@ -72,6 +72,20 @@ fn dev_starts_everything_prints_working_next_steps_and_stops_cleanly_on_ctrl_c()
         assert!(dir.join(log).is_file(), "{log} missing");
     }
 
+    // A second `xtask dev` on the same directory refuses instead of replacing the kubeconfig.
+    let second = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["dev", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let second_err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        second_err.contains("another `cargo xtask dev`") && second_err.contains("--dir"),
+        "{second_err}"
+    );
+    assert!(kubeconfig.is_file());
+
     // The printed next steps, literally.
     let try_next = banner
         .iter()
