@@ -129,6 +129,7 @@ pub struct Flag {
 pub fn flags_of(command: &clap::Command) -> Vec<Flag> {
     command
         .get_arguments()
+        .filter(|arg| !arg.is_hide_set())
         .filter(|arg| !matches!(arg.get_id().as_str(), "help" | "version"))
         .filter_map(|arg| {
             let long = arg.get_long()?;
