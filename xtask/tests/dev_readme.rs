@@ -203,6 +203,33 @@ fn run_readme_line(session: &mut Session, line: &str, xtask: &str) {
                 );
             }
         }
+        "kubectl apply -f examples/core/sandbox.yaml" => {
+            session.wait_for(
+                "the bare Sandbox becomes Ready with its Service",
+                "kubectl get sandbox hello-sandbox -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status} {.status.service}'",
+                "True hello-sandbox",
+            );
+        }
+        "kubectl get sandbox hello-sandbox" => {
+            assert!(
+                output.contains("hello-sandbox   True    DependenciesReady"),
+                "{output}"
+            );
+        }
+        _ if command.starts_with("kubectl patch sandbox hello-sandbox") => {
+            session.wait_for(
+                "the Sandbox suspends: Pod gone, Ready=False SandboxSuspended",
+                "kubectl get sandbox hello-sandbox -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason} {.status.conditions[?(@.type==\"Suspended\")].status}'; echo; kubectl get pods -o name | grep -c '/hello-sandbox$' || true",
+                "SandboxSuspended True\n0",
+            );
+        }
+        "kubectl delete -f examples/core/sandbox.yaml" => {
+            session.wait_for(
+                "the Sandbox and its Service are gone",
+                "kubectl get sandboxes,services -o name | grep -c '/hello-sandbox$' || true",
+                "0",
+            );
+        }
         "kubectl get crds | grep agents.x-k8s.io" => {
             assert_eq!(output.lines().count(), 4, "{output}");
         }
