@@ -190,6 +190,47 @@ pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
     Ok(())
 }
 
+/// What a CRD update may not change: its scope, and the versions objects are stored at.
+pub fn check_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
+    let mut causes = Vec::new();
+    let old_scope = old.pointer("/spec/scope").and_then(Value::as_str);
+    let new_scope = new.pointer("/spec/scope").and_then(Value::as_str);
+    if old_scope != new_scope {
+        causes.push(invalid(
+            "spec.scope",
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {:?}: field is immutable",
+                new_scope.unwrap_or("")
+            ),
+        ));
+    }
+    let versions: Vec<&str> = new
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| vs.iter().filter_map(|v| v["name"].as_str()).collect())
+        .unwrap_or_default();
+    let stored = old
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, v) in stored.iter().filter_map(Value::as_str).enumerate() {
+        if !versions.contains(&v) {
+            causes.push(invalid(
+                &format!("status.storedVersions[{i}]"),
+                "FieldValueInvalid",
+                format!("Invalid value: {v:?}: must appear in spec.versions"),
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(causes)
+    }
+}
+
 /// The served resource described by a CRD.
 pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
     let spec = crd.get("spec")?;
@@ -212,17 +253,30 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
             })
             .unwrap_or_default()
     };
-    let scale = storage.pointer("/subresources/scale").map(|s| ScaleSpec {
-        spec_replicas_path: s["specReplicasPath"]
-            .as_str()
-            .unwrap_or(".spec.replicas")
-            .to_string(),
-        status_replicas_path: s["statusReplicasPath"]
-            .as_str()
-            .unwrap_or(".status.replicas")
-            .to_string(),
-        label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
-    });
+    let scale_of = |v: &Value| {
+        v.pointer("/subresources/scale").map(|s| ScaleSpec {
+            spec_replicas_path: s["specReplicasPath"]
+                .as_str()
+                .unwrap_or(".spec.replicas")
+                .to_string(),
+            status_replicas_path: s["statusReplicasPath"]
+                .as_str()
+                .unwrap_or(".status.replicas")
+                .to_string(),
+            label_selector_path: s["labelSelectorPath"].as_str().map(String::from),
+        })
+    };
+    let scale = scale_of(storage);
+    let version_subresources = served
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap_or("").to_string(),
+                v.pointer("/subresources/status").is_some(),
+                scale_of(v),
+            )
+        })
+        .collect();
     Some(ResourceInfo {
         group,
         versions: served
@@ -252,6 +306,7 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
         allow_create_on_update: false,
         crd: Some(std::sync::Arc::new(crd.clone())),
         schemas: crate::schema_glue::compile(crd),
+        version_subresources,
     })
 }
 
@@ -280,6 +335,7 @@ pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutc
 /// schema does not know are a 400 instead of being dropped silently.
 pub fn validate_custom(
     req_query: &crate::server::Query,
+    version: &str,
     info: &ResourceInfo,
     old: Option<&Value>,
     new: &mut Value,
@@ -287,14 +343,8 @@ pub fn validate_custom(
     if info.crd.is_none() {
         return Ok(());
     }
-    let version = new
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .and_then(|av| av.rsplit('/').next())
-        .unwrap_or(info.storage_version())
-        .to_string();
     let Some(schema) = info
-        .schema_for(&version)
+        .schema_for(version)
         .or_else(|| info.schema_for(info.storage_version()))
     else {
         return Ok(());
@@ -316,5 +366,60 @@ pub fn validate_custom(
     } else {
         let name = crate::meta::meta_str(new, "name").unwrap_or("").to_string();
         Err(ApiError::invalid(&info.group, &info.kind, &name, causes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(scope: &str, versions: &[&str]) -> Value {
+        json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": scope,
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": versions.iter().enumerate().map(|(i, v)| json!({
+                    "name": v, "served": true, "storage": i == 0,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "subresources": if i == 0 { json!({"status": {}}) } else { json!({"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}}) },
+                })).collect::<Vec<_>>(),
+            },
+        })
+    }
+
+    #[test]
+    fn a_crd_is_accepted_and_described_as_a_served_resource() {
+        let mut c = crd("Namespaced", &["v1", "v1beta1"]);
+        prepare(&mut c).unwrap();
+        assert_eq!(c["status"]["acceptedNames"]["listKind"], "WidgetList");
+        assert_eq!(c["status"]["storedVersions"], json!(["v1"]));
+        assert_eq!(finalizers_of(&c), [CLEANUP_FINALIZER]);
+        let info = resource_info(&c).unwrap();
+        assert_eq!(info.group_resource(), "widgets.example.com");
+        assert_eq!(info.versions, ["v1", "v1beta1"]);
+        assert!(info.namespaced && info.has_status && info.scale.is_none());
+        let v1beta1 = std::sync::Arc::new(info).at_version("v1beta1");
+        assert!(v1beta1.scale.is_some(), "scale declared only for v1beta1");
+    }
+
+    #[test]
+    fn bad_crds_and_bad_updates_are_field_errors() {
+        let mut wrong_name = crd("Namespaced", &["v1"]);
+        wrong_name["metadata"]["name"] = json!("gadgets.example.com");
+        let causes = prepare(&mut wrong_name).unwrap_err();
+        assert_eq!(causes[0].field, "metadata.name");
+
+        let mut old = crd("Namespaced", &["v1"]);
+        prepare(&mut old).unwrap();
+        let causes = check_update(&old, &crd("Cluster", &["v2"])).unwrap_err();
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["spec.scope", "status.storedVersions[0]"]);
+    }
+
+    fn finalizers_of(v: &Value) -> Vec<String> {
+        crate::meta::finalizers(v)
     }
 }

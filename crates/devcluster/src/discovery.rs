@@ -176,7 +176,10 @@ pub fn resources(state: &SharedState, group: &str, version: &str) -> Result<Resp
     } else {
         format!("{group}/{version}")
     };
-    let resources: Vec<Value> = infos.iter().flat_map(|i| resource_entries(i)).collect();
+    let resources: Vec<Value> = infos
+        .iter()
+        .flat_map(|i| resource_entries(&i.at_version(version)))
+        .collect();
     Ok(json_response(
         StatusCode::OK,
         &json!({

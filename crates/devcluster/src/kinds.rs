@@ -400,7 +400,10 @@ pub fn prepare_update(
                 default_pod_spec(template_spec);
             }
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => crate::crd::prepare(new)?,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            crate::crd::check_update(old, new)?;
+            crate::crd::prepare(new)?;
+        }
         _ => {}
     }
     Ok(())

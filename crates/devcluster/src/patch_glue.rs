@@ -26,7 +26,17 @@ impl PatchKind {
                 Ok(PatchKind::Strategic)
             }
             "application/apply-patch+yaml" => Ok(PatchKind::Apply),
-            other => Err(ApiError::unsupported_media_type(other)),
+            _ if info.is_custom() => Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ])),
+            _ => Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ])),
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct ResourceInfo {
     pub crd: Option<Arc<Value>>,
     /// Compiled schemas of a custom resource, by version.
     pub schemas: Vec<(String, Arc<crate::schema::StructuralSchema>)>,
+    /// Subresources of a custom resource per served version (status, scale), when they differ
+    /// between versions; empty for built-in kinds.
+    pub version_subresources: Vec<(String, bool, Option<ScaleSpec>)>,
 }
 
 impl ResourceInfo {
@@ -69,6 +72,23 @@ impl ResourceInfo {
             .iter()
             .find(|(v, _)| v == version)
             .map(|(_, s)| s.as_ref())
+    }
+
+    /// The resource as served at `version` (a CRD may declare subresources per version).
+    pub fn at_version(self: &Arc<Self>, version: &str) -> Arc<Self> {
+        match self
+            .version_subresources
+            .iter()
+            .find(|(v, _, _)| v == version)
+        {
+            Some((_, status, scale)) if *status != self.has_status || *scale != self.scale => {
+                let mut view = (**self).clone();
+                view.has_status = *status;
+                view.scale = scale.clone();
+                Arc::new(view)
+            }
+            _ => self.clone(),
+        }
     }
 
     pub fn is_custom(&self) -> bool {
@@ -440,6 +460,7 @@ fn builtin_resources() -> Vec<ResourceInfo> {
             ),
             crd: None,
             schemas: Vec::new(),
+            version_subresources: Vec::new(),
         })
         .collect()
 }

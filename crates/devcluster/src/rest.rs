@@ -31,6 +31,11 @@ pub async fn dispatch(
     if req.info.namespaced && req.namespace.is_none() && req.name.is_some() {
         return Err(ApiError::not_found_path());
     }
+    if let Some(sub) = sub
+        && !known_subresource(&req, sub)
+    {
+        return Err(ApiError::not_found_path());
+    }
     match (method.as_str(), req.name.is_some(), sub) {
         ("GET", false, None) => {
             if req.query.flag("watch") {
@@ -53,7 +58,6 @@ pub async fn dispatch(
         ("PATCH", true, Some("scale")) => subresources::patch_scale(state, &req),
         ("DELETE", true, None) => delete::delete(state, &req),
         ("DELETE", false, None) => delete::delete_collection(state, &req),
-        (_, _, Some(sub)) if !known_subresource(&req, sub) => Err(ApiError::not_found_path()),
         _ => Err(ApiError::method_not_allowed()),
     }
 }

@@ -206,7 +206,8 @@ async fn route(
     let info = state
         .registry
         .lookup(group, version, resource)
-        .ok_or_else(ApiError::not_found_path)?;
+        .ok_or_else(ApiError::not_found_path)?
+        .at_version(version);
     if namespace.is_some() && !info.namespaced {
         return Err(ApiError::not_found_path());
     }

@@ -67,6 +67,9 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
 }
 
 pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
+    if req.info.scale.is_none() {
+        return Err(ApiError::not_found_path());
+    }
     let name = req.name.as_deref().unwrap_or("");
     let obj = state
         .store

@@ -12,6 +12,9 @@ use crate::store::{WriteOp, WriteOutcome};
 
 use super::present;
 
+/// Media types of create/update bodies devcluster reads (protobuf only for a few kinds).
+const BODY_MEDIA_TYPES: &[&str] = &["application/json", "application/yaml"];
+
 /// The request body as JSON (a missing Content-Type is JSON; YAML is accepted for apply).
 pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
     if req.body.is_empty() {
@@ -20,12 +23,14 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
     let ct = req.content_type();
     if ct.contains("protobuf") {
         return crate::protobuf::decode(&req.body).map_err(|e| match e {
-            crate::protobuf::ProtobufError::Unsupported(_) => ApiError::unsupported_media_type(ct),
+            crate::protobuf::ProtobufError::Unsupported(_) => {
+                ApiError::unsupported_media_type(BODY_MEDIA_TYPES)
+            }
             other => ApiError::bad_request(other.to_string()),
         });
     }
     if ct.contains("cbor") {
-        return Err(ApiError::unsupported_media_type(ct));
+        return Err(ApiError::unsupported_media_type(BODY_MEDIA_TYPES));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
         serde_yaml::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
@@ -208,7 +213,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 meta_causes,
             ));
         }
-        crate::crd::validate_custom(&req.query, &info, None, &mut candidate)?;
+        crate::crd::validate_custom(&req.query, &req.version, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
@@ -494,7 +499,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &now,
                 &info,
             );
-            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);
@@ -555,7 +560,7 @@ fn admit_new_object(
             meta_causes,
         ));
     }
-    crate::crd::validate_custom(&req.query, info, None, &mut created)?;
+    crate::crd::validate_custom(&req.query, &req.version, info, None, &mut created)?;
     Ok(created)
 }
 
@@ -634,7 +639,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                     &info,
                 );
             }
-            crate::crd::validate_custom(&req.query, &info, Some(current), &mut new)?;
+            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
             if dry {
                 dry_result = Some(new);
                 return Ok(WriteOp::Unchanged);

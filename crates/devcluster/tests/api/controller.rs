@@ -44,7 +44,6 @@ async fn controller_reconciles_existing_and_new_objects() {
         api.clone(),
         watcher::Config::default().labels("managed=yes"),
     )
-    .shutdown_on_signal()
     .run(reconcile, error_policy, ctx)
     .for_each(|_| async {});
     let handle = tokio::spawn(controller);

@@ -229,3 +229,47 @@ async fn table_watches_send_headers_once() {
     );
     assert_eq!(tables[1]["rows"][0]["cells"][0], "two");
 }
+
+#[tokio::test]
+async fn subresources_follow_each_served_version() {
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let api = sandboxes(&dc.client(), "default");
+    api.create(&PostParams::default(), &sandbox("box"))
+        .await
+        .unwrap();
+    let get = |path: &str| {
+        http::Request::get(path.to_string())
+            .body(Vec::new())
+            .unwrap()
+    };
+    // The reference Sandbox CRD declares scale only for v1alpha1.
+    let scale: serde_json::Value = dc
+        .client()
+        .request(get(
+            "/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/box/scale",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    let e = dc
+        .client()
+        .request::<serde_json::Value>(get(
+            "/apis/agents.x-k8s.io/v1beta1/namespaces/default/sandboxes/box/scale",
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 404);
+    let discovery: serde_json::Value = dc
+        .client()
+        .request(get("/apis/agents.x-k8s.io/v1alpha1"))
+        .await
+        .unwrap();
+    let names: Vec<&str> = discovery["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(names.contains(&"sandboxes/scale"), "{names:?}");
+}
