@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
+use api_types::{Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate, SandboxWarmPool};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -175,6 +175,9 @@ pub struct ClaimState {
     first_seen: Mutex<HashMap<String, k8s_openapi::jiff::Timestamp>>,
     /// Claim UIDs whose first-Ready metrics were recorded by this process.
     recorded: Mutex<HashSet<String>>,
+    /// Claim UID → (resourceVersion, status) of our last status write (write-through, so a
+    /// pass on a cache that lags our own write neither repeats it nor sends a doomed 409).
+    written: Mutex<HashMap<String, (u64, SandboxClaimStatus)>>,
     /// Wakes a pool after one of its members was taken (its owner reference is gone, so no
     /// owner-based watch would).
     pub pool_wake: Option<UnboundedSender<ObjectRef<SandboxWarmPool>>>,
@@ -193,6 +196,7 @@ impl ClaimState {
             bindings: Mutex::default(),
             first_seen: Mutex::default(),
             recorded: Mutex::default(),
+            written: Mutex::default(),
             pool_wake,
         }
     }
@@ -259,6 +263,37 @@ impl ClaimState {
             .insert(claim_uid.to_owned())
     }
 
+    /// The claim's status and resourceVersion to work from: ours if the cache is older than
+    /// our last write, else the cache's.
+    pub fn latest_status(
+        &self,
+        claim_uid: &str,
+        cached_rv: Option<&str>,
+        cached: SandboxClaimStatus,
+    ) -> (SandboxClaimStatus, Option<String>) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let cached_number = cached_rv.and_then(|rv| rv.parse::<u64>().ok());
+        if let (Some((rv, status)), Some(cached_number)) = (written.get(claim_uid), cached_number)
+            && cached_number < *rv
+        {
+            return (status.clone(), Some(rv.to_string()));
+        }
+        written.remove(claim_uid);
+        (cached, cached_rv.map(str::to_owned))
+    }
+
+    pub fn status_written(&self, claim_uid: &str, rv: Option<&str>, status: &SandboxClaimStatus) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match rv.and_then(|rv| rv.parse::<u64>().ok()) {
+            Some(rv) => {
+                written.insert(claim_uid.to_owned(), (rv, status.clone()));
+            }
+            None => {
+                written.remove(claim_uid);
+            }
+        }
+    }
+
     /// Number of claims with in-memory state.
     pub fn tracked(&self) -> usize {
         self.first_seen
@@ -285,6 +320,10 @@ impl ClaimState {
     }
 
     pub fn forget(&self, claim_uid: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(claim_uid);
         self.bindings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -305,8 +344,10 @@ pub struct Context {
     pub stores: Stores,
     pub pool: PoolState,
     pub claim: ClaimState,
-    /// Recorder for pool and template events.
-    pub recorder: Option<Recorder>,
+    /// Recorders for pool and template events (reporters `sandboxwarmpool-controller`,
+    /// `sandboxtemplate-controller`, as the reference).
+    pub pool_recorder: Option<Recorder>,
+    pub template_recorder: Option<Recorder>,
     /// Recorder for claim events (`None` with `--disable-claim-events`).
     pub claim_recorder: Option<Recorder>,
     /// controller-runtime style reconcile metrics.
@@ -334,8 +375,7 @@ impl Context {
         stores: Stores,
         pool: PoolState,
         claim: ClaimState,
-        recorder: Option<Recorder>,
-        claim_recorder: Option<Recorder>,
+        recorders: [Option<Recorder>; 3],
         reconcile_metrics: Option<ControllerMetrics>,
     ) -> Self {
         Context {
@@ -343,8 +383,9 @@ impl Context {
             stores,
             pool,
             claim,
-            recorder,
-            claim_recorder,
+            pool_recorder: recorders[0].clone(),
+            template_recorder: recorders[1].clone(),
+            claim_recorder: recorders[2].clone(),
             reconcile_metrics,
             policy_writes: Mutex::default(),
             failures: Mutex::default(),

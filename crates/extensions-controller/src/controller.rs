@@ -24,9 +24,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::claim;
-use crate::context::{
-    ClaimSettings, ClaimState, Context, FIELD_MANAGER, PoolSettings, PoolState, Stores,
-};
+use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
 use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
 use crate::{template, warm_pool};
@@ -76,9 +74,10 @@ fn slim_pod(pod: &mut Pod) {
 fn changed_only<K, S>(
     stream: S,
     fingerprint: fn(&K) -> u64,
+    store: Store<K>,
 ) -> impl Stream<Item = Arc<K>> + Send + 'static
 where
-    K: Resource + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: Stream<Item = Arc<K>> + Send + 'static,
 {
     let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
@@ -87,6 +86,16 @@ where
         let print = fingerprint(obj);
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         let changed = seen.insert(uid, print) != Some(print);
+        // Forget deleted objects now and then (cheap: only when the map has clearly outgrown
+        // the cache).
+        if seen.len() > 2 * store.len() + 1024 {
+            let live: HashSet<String> = store
+                .state()
+                .iter()
+                .filter_map(|o| o.meta().uid.clone())
+                .collect();
+            seen.retain(|uid, _| live.contains(uid));
+        }
         future::ready(changed)
     })
 }
@@ -344,11 +353,14 @@ impl ExtensionsController {
             stores.clone(),
             PoolState::new(options.pool.clone()),
             ClaimState::new(options.claim.clone(), metrics, Some(wake_tx)),
-            Some(recorder(FIELD_MANAGER)),
-            options
-                .claim
-                .events
-                .then(|| recorder("sandboxclaim-controller")),
+            [
+                Some(recorder("sandboxwarmpool-controller")),
+                Some(recorder("sandboxtemplate-controller")),
+                options
+                    .claim
+                    .events
+                    .then(|| recorder("sandboxclaim-controller")),
+            ],
             reconcile_metrics.clone(),
         ));
         if let Some(m) = &reconcile_metrics {
@@ -398,7 +410,7 @@ impl ExtensionsController {
         let pools_for_sb = pools.clone();
         let pools_for_tmpl = pools.clone();
         let pool_controller = Controller::for_shared_stream(
-            changed_only(pool_for_pools, pool_fingerprint),
+            changed_only(pool_for_pools, pool_fingerprint, pools.clone()),
             pools.clone(),
         )
         .watches_shared_stream(sb_for_pools, move |sb: Arc<Sandbox>| {
@@ -420,7 +432,7 @@ impl ExtensionsController {
         let claims_for_pools = claims.clone();
         let (pools_c, claims_c) = (pools.clone(), claims.clone());
         let claim_controller = Controller::for_shared_stream(
-            changed_only(claim_events, claim_fingerprint),
+            changed_only(claim_events, claim_fingerprint, claims.clone()),
             claims.clone(),
         )
         .owns_shared_stream(sb_for_claims)
@@ -442,10 +454,16 @@ impl ExtensionsController {
         let synced = {
             let stores = stores.clone();
             let ctx = ctx.clone();
+            let stop = shutdown.clone();
             async move {
-                if stores.wait_until_ready().await {
-                    ctx.set_synced();
-                    on_synced();
+                tokio::select! {
+                    ready = stores.wait_until_ready() => {
+                        if ready {
+                            ctx.set_synced();
+                            on_synced();
+                        }
+                    }
+                    _ = stop.cancelled() => {}
                 }
             }
         };
@@ -459,13 +477,65 @@ impl ExtensionsController {
                 pod_driver
             );
         };
-        let stop = shutdown.clone();
+        // On shutdown the controllers finish their in-flight reconciles and end; the reflector
+        // drivers are dropped with them.
         tokio::select! {
             _ = async { tokio::join!(template_controller, pool_controller, claim_controller, synced) } => {}
             _ = drivers => {}
-            _ = stop.cancelled() => {
-                // Let the controllers finish their in-flight reconciles.
-            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api_types::{SandboxTemplateRef, SandboxWarmPoolSpec};
+
+    fn pool(generation: i64, status_replicas: i32) -> Arc<SandboxWarmPool> {
+        let mut p = SandboxWarmPool::new(
+            "p",
+            SandboxWarmPoolSpec {
+                replicas: Some(1),
+                sandbox_template_ref: SandboxTemplateRef { name: "t".into() },
+                update_strategy: None,
+            },
+        );
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.uid = Some("uid".into());
+        p.metadata.generation = Some(generation);
+        p.status = Some(api_types::SandboxWarmPoolStatus {
+            replicas: status_replicas,
+            ..Default::default()
+        });
+        Arc::new(p)
+    }
+
+    #[tokio::test]
+    async fn status_only_updates_do_not_trigger() {
+        let (store, _writer) = reflector::store::<SandboxWarmPool>();
+        let events = futures::stream::iter(vec![pool(1, 0), pool(1, 3), pool(2, 3), pool(2, 1)]);
+        let passed: Vec<_> = changed_only(events, pool_fingerprint, store)
+            .map(|p| p.metadata.generation)
+            .collect()
+            .await;
+        assert_eq!(passed, [Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn sandboxes_map_to_their_pool_by_owner_or_label() {
+        let (store, mut writer) = reflector::store::<SandboxWarmPool>();
+        writer.apply_watcher_event(&watcher::Event::Apply((*pool(1, 0)).clone()));
+        let mut sb = Sandbox::new("m", Default::default());
+        sb.metadata.namespace = Some("ns".into());
+        sb.metadata.labels = Some([(SANDBOX_WARM_POOL_LABEL.to_owned(), name_hash("p"))].into());
+        assert_eq!(
+            pools_for_sandbox(&store, &sb),
+            [ObjectRef::new("p").within("ns")]
+        );
+        sb.metadata.labels = None;
+        assert!(
+            pools_for_sandbox(&store, &sb).is_empty(),
+            "claimed members wake no pool"
+        );
     }
 }

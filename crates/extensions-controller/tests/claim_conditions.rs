@@ -299,3 +299,34 @@ async fn legacy_per_claim_network_policy_is_removed_foreign_one_kept() {
     );
     ext.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_sandbox_with_the_claims_name_is_reported_then_recovered() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 0).await;
+    let foreign = e2e_tests::sandbox("squat", json!({}));
+    ext.api::<Sandbox>()
+        .create(&Default::default(), &foreign)
+        .await
+        .unwrap();
+    ext.create_claim("squat", "pool", json!({})).await;
+    let c = ext.wait_claim_reason("squat", "ReconcilerError").await;
+    assert_eq!(
+        claim_ready(&c).unwrap().2,
+        "Error seen: sandbox \"squat\" is not controlled by claim \"squat\". Please use a different claim name or delete the sandbox manually"
+    );
+    // The user deletes the squatter; the claim recovers on its own.
+    ext.api::<Sandbox>()
+        .delete("squat", &Default::default())
+        .await
+        .unwrap();
+    let c = ext.wait_claim_reason("squat", "DependenciesReady").await;
+    assert_eq!(c.status.unwrap().sandbox.name, "squat");
+    let sb = ext.api::<Sandbox>().get("squat").await.unwrap();
+    assert_eq!(
+        sb.metadata.owner_references.unwrap()[0].kind,
+        "SandboxClaim"
+    );
+    ext.stop().await;
+}

@@ -117,3 +117,46 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     assert!(annotations.contains_key("agents.x-k8s.io/controller-first-observed-at"));
     ext.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_events_and_annotations_off_a_warm_claim_costs_two_writes() {
+    let options = Options {
+        claim: extensions_controller::context::ClaimSettings {
+            events: false,
+            observability_annotations: false,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    let ext = ExtEnv::start(options).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 1).await;
+    ext.wait_pool_ready("pool", 1).await;
+    ext.reset_counts();
+    ext.create_claim("quiet", "pool", json!({})).await;
+    let bound = ext.wait_claim_reason("quiet", "DependenciesReady").await;
+    assert_ne!(bound.status.unwrap().sandbox.name, "quiet", "warm");
+    tokio::time::sleep(harness::SETTLE).await;
+    let ours = ext.our_writes();
+    let claim_writes: u64 = ours
+        .iter()
+        .filter(|(k, _)| {
+            k.contains("sandboxclaims") || k.as_str() == "patch sandboxes" || k.contains("events")
+        })
+        .map(|(_, v)| *v)
+        .sum();
+    assert_eq!(
+        claim_writes, 2,
+        "one guarded Sandbox patch and one status patch: {ours:?}"
+    );
+    let claim = ext.api::<SandboxClaim>().get("quiet").await.unwrap();
+    assert!(
+        !claim
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("agents.x-k8s.io/claim-first-ready-at"),
+        "no annotations written"
+    );
+    ext.stop().await;
+}

@@ -55,6 +55,8 @@ pub const CONTROLLER_NAME: &str = "sandboxclaim";
 pub const NETWORK_GRACE: Duration = Duration::from_secs(2);
 /// Re-check interval while waiting for such members.
 pub const NETWORK_RECHECK: Duration = Duration::from_millis(500);
+/// Re-check delay after a `ReconcilerError`.
+pub const RECONCILER_ERROR_RECHECK: Duration = Duration::from_secs(5);
 /// Re-check delay after a status write lost to a newer version of the claim.
 pub const STALE_RECHECK: Duration = Duration::from_millis(100);
 /// How many candidates one pass tries before giving up on the warm path.
@@ -134,6 +136,8 @@ struct Pass<'a> {
     now: Timestamp,
     /// Set when the status write hit a newer claim than the cached one.
     stale: std::sync::atomic::AtomicBool,
+    /// The resourceVersion the status write is guarded by.
+    rv: std::sync::Mutex<Option<String>>,
 }
 
 impl<'a> Pass<'a> {
@@ -148,6 +152,7 @@ impl<'a> Pass<'a> {
             namespace,
             now: Timestamp::now(),
             stale: std::sync::atomic::AtomicBool::new(false),
+            rv: std::sync::Mutex::new(claim.metadata.resource_version.clone()),
         }
     }
 
@@ -180,7 +185,13 @@ impl<'a> Pass<'a> {
             self.ctx.claim.prune(|uid| live.contains(uid));
         }
         let first_seen = self.ctx.claim.first_seen(&self.uid, self.now);
-        let current = self.claim.status.clone().unwrap_or_default();
+        // The cache may not show our last status write yet; start from what we wrote.
+        let (current, rv) = self.ctx.claim.latest_status(
+            &self.uid,
+            self.claim.metadata.resource_version.as_deref(),
+            self.claim.status.clone().unwrap_or_default(),
+        );
+        *self.rv.lock().unwrap_or_else(|e| e.into_inner()) = rv;
         let expire_at = expires_at(self.claim, &current);
         let expired = expire_at.is_some_and(|at| self.now >= at);
 
@@ -250,6 +261,9 @@ impl<'a> Pass<'a> {
                 }
                 Failure::CreatePending => Some(Duration::from_millis(200)),
                 Failure::AdoptionConflict(_) => Some(Duration::from_millis(100)),
+                // Transient API failures, or a condition fixed elsewhere (a foreign Sandbox with
+                // the claim's name deleted): look again without hammering the API.
+                Failure::Reconciler(_) => Some(RECONCILER_ERROR_RECHECK),
                 _ => None,
             };
             retry = retry.or(after);
@@ -853,7 +867,7 @@ impl<'a> Pass<'a> {
             "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
         });
         let patch = json!({
-            "metadata": {"resourceVersion": self.claim.metadata.resource_version},
+            "metadata": {"resourceVersion": self.rv.lock().unwrap_or_else(|e| e.into_inner()).clone()},
             "status": {
                 "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
                 "sandbox": sandbox,
@@ -868,7 +882,14 @@ impl<'a> Pass<'a> {
             .patch_status(&self.name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(stored) => {
+                self.ctx.claim.status_written(
+                    &self.uid,
+                    stored.metadata.resource_version.as_deref(),
+                    next,
+                );
+                Ok(true)
+            }
             // Stale view (our own status writes do not re-trigger the claim): look again soon.
             Err(e) if is_conflict(&e) => {
                 self.stale.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -131,7 +131,7 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
             );
             tracing::warn!(policy = %np_key, "{message}");
             Context::event(
-                ctx.recorder.as_ref(),
+                ctx.template_recorder.as_ref(),
                 template,
                 EventType::Warning,
                 "NetworkPolicyConflict",

@@ -334,7 +334,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
                 go_duration(settings.readiness_grace_period)
             );
             Context::event(
-                ctx.recorder.as_ref(),
+                ctx.pool_recorder.as_ref(),
                 pool,
                 EventType::Warning,
                 "WarmPoolNotProgressing",
@@ -345,7 +345,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         }
     } else if was_flagged {
         Context::event(
-            ctx.recorder.as_ref(),
+            ctx.pool_recorder.as_ref(),
             pool,
             EventType::Normal,
             "WarmPoolProgressing",

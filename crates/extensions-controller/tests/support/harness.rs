@@ -46,7 +46,12 @@ pub struct ExtEnv {
 
 impl ExtEnv {
     pub async fn start(options: Options) -> ExtEnv {
-        let env = Env::start(EnvOptions::default()).await;
+        Self::start_with(EnvOptions::default(), options).await
+    }
+
+    /// [`ExtEnv::start`] with custom devcluster / core controller options.
+    pub async fn start_with(env_options: EnvOptions, options: Options) -> ExtEnv {
+        let env = Env::start(env_options).await;
         install_crds(&env.client, api_types::extension_crds()).await;
         let claims: Api<SandboxClaim> = Api::all(env.client.clone());
         wait_for("extension CRDs served", DEADLINE, || async {
