@@ -1,6 +1,7 @@
 //! `cargo xtask docs`: the committed flags tables match the binaries, and `--check` catches a
 //! stale table.
 
+use std::path::Path;
 use std::process::Command;
 
 use xtask::docs::{BEGIN, DocsError, END, FILES, run_in};
@@ -53,4 +54,49 @@ fn a_file_without_markers_is_an_error_naming_it() {
     let error = run_in(root.path(), true).unwrap_err();
     assert!(matches!(error, DocsError::Markers { .. }), "{error}");
     assert!(error.to_string().contains("configuration.md"), "{error}");
+}
+
+/// docs/troubleshooting.md has a row for every condition reason the API defines (the
+/// controllers set them through these constants), except the deprecated `PodNotTerminated`,
+/// which nothing emits.
+#[test]
+fn troubleshooting_covers_every_condition_reason() {
+    use api_types::conditions::*;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/troubleshooting.md")).unwrap();
+    let reasons = [
+        REASON_DEPENDENCIES_READY,
+        REASON_DEPENDENCIES_NOT_READY,
+        REASON_SANDBOX_SUSPENDED,
+        REASON_POD_SUCCEEDED,
+        REASON_POD_FAILED,
+        REASON_SANDBOX_EXPIRED,
+        REASON_MULTIPLE_PODS,
+        REASON_RECONCILER_ERROR,
+        REASON_POD_TERMINATED,
+        REASON_POD_TERMINATING,
+        REASON_POD_NOT_OWNED,
+        REASON_NOT_SUSPENDED,
+        REASON_POD_STATE_UNKNOWN,
+        REASON_POD_SCHEDULED,
+        REASON_POD_SCHEDULING_UNKNOWN,
+        REASON_CLAIM_EXPIRED,
+        REASON_SANDBOX_MISSING,
+        REASON_SANDBOX_NOT_READY,
+        REASON_TEMPLATE_NOT_FOUND,
+        REASON_WARM_POOL_NOT_FOUND,
+        REASON_INVALID_METADATA,
+        REASON_ENV_VARS_INJECTION_REJECTED,
+        REASON_VOLUME_CLAIM_TEMPLATES_ERROR,
+        REASON_ADOPTION_CONFLICT,
+        REASON_SANDBOX_CREATE_PENDING,
+    ];
+    for reason in reasons {
+        let cell = format!("`{reason}`");
+        assert!(
+            doc.lines()
+                .any(|line| line.starts_with('|') && line.contains(&cell)),
+            "docs/troubleshooting.md has no table row for reason {reason}"
+        );
+    }
 }
