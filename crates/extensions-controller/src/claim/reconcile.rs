@@ -32,6 +32,12 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+mod acquire;
+mod report;
+
+use acquire::Adoption;
+pub use report::rfc3339_nano;
+
 use super::adoption::{adoption_patch, map_diff};
 use super::candidate::{PoolRef, rank};
 use super::cold::{ColdError, build_cold_sandbox};
@@ -104,7 +110,33 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
             Err(e) => tracing::debug!(error = %e, "ignoring a malformed trace-context annotation"),
         }
     }
-    let result = Pass::new(&claim, &ctx).run().instrument(span).await;
+    // A claim without a trace context (client without tracing) still gets one trace across
+    // both controllers when this process exports traces: the Sandbox carries this pass's
+    // context, and the claim is stamped with the Sandbox's at first Ready.
+    let lacks_trace = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| !a.contains_key(TRACE_CONTEXT_ANNOTATION));
+    let injected = lacks_trace
+        .then(|| span.in_scope(controller_common::telemetry::current_context_json))
+        .flatten();
+    let view = match &injected {
+        Some(trace) => {
+            let mut with_trace = (*claim).clone();
+            with_trace
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
+            Arc::new(with_trace)
+        }
+        None => claim.clone(),
+    };
+    let result = Pass::new(&view, &ctx, lacks_trace)
+        .run()
+        .instrument(span)
+        .await;
     ctx.observe(CONTROLLER_NAME, started, &result);
     if result.is_ok() {
         ctx.succeeded(&key_of(&claim));
@@ -138,13 +170,16 @@ struct Pass<'a> {
     stale: std::sync::atomic::AtomicBool,
     /// The resourceVersion the status write is guarded by.
     rv: std::sync::Mutex<Option<String>>,
+    /// The stored claim has no trace-context annotation (the view may carry an injected one).
+    lacks_trace: bool,
 }
 
 impl<'a> Pass<'a> {
-    fn new(claim: &'a SandboxClaim, ctx: &'a Context) -> Self {
+    fn new(claim: &'a SandboxClaim, ctx: &'a Context, lacks_trace: bool) -> Self {
         let namespace = claim.metadata.namespace.clone().unwrap_or_default();
         Pass {
             claim,
+            lacks_trace,
             ctx,
             name: claim.metadata.name.clone().unwrap_or_default(),
             uid: claim.metadata.uid.clone().unwrap_or_default(),
@@ -621,449 +656,6 @@ impl<'a> Pass<'a> {
             )),
         }
     }
-
-    /// Tries the ranked warm candidates; the guarded patch decides races.
-    async fn adopt(
-        &self,
-        pool: &SandboxWarmPool,
-        template: Option<&SandboxTemplate>,
-        template_name: &str,
-    ) -> Result<Adoption, Error> {
-        let claim_state = &self.ctx.claim;
-        let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
-        // Under Recreate a member must be vetted against the template; without it, take none.
-        if recreate && template.is_none() {
-            return Ok(Adoption::NoCandidate);
-        }
-        let facts = template.filter(|_| recreate).map(|template| {
-            crate::warm_pool::blueprint::TemplateFacts {
-                blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(
-                    &template.spec.blueprint,
-                ),
-                template: Arc::new(template.clone()),
-            }
-        });
-        let started = Instant::now();
-        let skip = |sb: &Sandbox| {
-            let key = format!(
-                "{}/{}",
-                self.namespace,
-                sb.metadata.name.as_deref().unwrap_or_default()
-            );
-            claim_state.is_reserved(&key, started)
-                || facts
-                    .as_ref()
-                    .is_some_and(|f| is_stale(template_name, f, sb, true))
-        };
-        let pool_ref = PoolRef {
-            namespace: &self.namespace,
-            name: pool.metadata.name.as_deref().unwrap_or_default(),
-            uid: pool.metadata.uid.as_deref(),
-        };
-        let members = self
-            .ctx
-            .stores
-            .sandboxes
-            .state_filter(|s| super::candidate::is_member(s, &pool_ref));
-        let ranking = rank(&members, &pool_ref, &skip);
-        let mut attempts = 0;
-        for candidate in ranking.ordered {
-            if attempts >= MAX_ADOPTION_ATTEMPTS {
-                break;
-            }
-            let Some(sb_name) = candidate.metadata.name.clone() else {
-                continue;
-            };
-            let key = format!("{}/{sb_name}", self.namespace);
-            if !claim_state.reserve(&key, Instant::now()) {
-                continue;
-            }
-            attempts += 1;
-            let mut current = candidate;
-            // One fresh re-read per candidate: a 409 from an unrelated write (e.g. the core
-            // controller's status update) should not cost us the member.
-            for fresh_read in [false, true] {
-                let patch = match adoption_patch(
-                    &current,
-                    self.claim,
-                    template,
-                    template_name,
-                    self.domains(),
-                ) {
-                    Ok(Some(p)) => p,
-                    Ok(None) => break,
-                    Err(e) => {
-                        claim_state.release(&key);
-                        return Ok(Adoption::Failed(metadata_failure(e)));
-                    }
-                };
-                match self
-                    .sandboxes
-                    .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(adopted) => {
-                        claim_state.bind(&self.uid, &sb_name);
-                        self.adopted(pool, &current, &adopted).await;
-                        return Ok(Adoption::Adopted(Arc::new(adopted)));
-                    }
-                    Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
-                        match self.sandboxes.get_opt(&sb_name).await {
-                            Ok(Some(fresh)) if super::candidate::is_member(&fresh, &pool_ref) => {
-                                current = Arc::new(fresh)
-                            }
-                            Ok(_) => break,
-                            Err(e) => {
-                                claim_state.release(&key);
-                                return Err(Error::kube(format!("get Sandbox {key}"), e));
-                            }
-                        }
-                    }
-                    Err(e) if is_conflict(&e) || is_not_found(&e) => break,
-                    Err(e) => {
-                        claim_state.release(&key);
-                        return Err(Error::kube(format!("adopt Sandbox {key}"), e));
-                    }
-                }
-            }
-            claim_state.release(&key);
-        }
-        Ok(if ranking.pending_network > 0 {
-            Adoption::PendingNetwork
-        } else {
-            Adoption::NoCandidate
-        })
-    }
-
-    async fn adopted(&self, pool: &SandboxWarmPool, before: &Sandbox, adopted: &Sandbox) {
-        if let Some(wake) = &self.ctx.claim.pool_wake {
-            let _ = wake.unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(pool));
-        }
-        let ready = before
-            .status
-            .as_ref()
-            .is_some_and(|s| api_types::conditions::is_true(&s.conditions, READY));
-        self.count_creation(
-            adopted,
-            SANDBOX_LAUNCH_TYPE_WARM,
-            controlling_pool(&before.metadata)
-                .map(|o| o.name.clone())
-                .unwrap_or_else(|| "none".into()),
-            if ready { "ready" } else { "not_ready" },
-        );
-        tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
-        Context::event(
-            self.ctx.claim_recorder.as_ref(),
-            self.claim,
-            EventType::Normal,
-            "SandboxAdopted",
-            "Adoption",
-            format!(
-                "Adopted warm pool Sandbox {:?}",
-                adopted.metadata.name.as_deref().unwrap_or_default()
-            ),
-        )
-        .await;
-    }
-
-    fn count_creation(
-        &self,
-        sandbox: &Sandbox,
-        launch_type: &str,
-        pool: String,
-        pod_condition: &str,
-    ) {
-        let template = sandbox
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
-            .cloned()
-            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
-        self.ctx
-            .claim
-            .metrics
-            .claim_creation
-            .get_or_create(&ClaimCreationLabels {
-                namespace: self.namespace.clone(),
-                sandbox_template: template,
-                launch_type: launch_type.into(),
-                warmpool_name: pool,
-                pod_condition: pod_condition.into(),
-                created_by: normalize_created_by(
-                    self.claim
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
-                        .map(String::as_str),
-                )
-                .into(),
-            })
-            .inc();
-    }
-
-    async fn create_cold(
-        &self,
-        template: &SandboxTemplate,
-        template_name: &str,
-        pool_name: &str,
-    ) -> Result<Binding, Error> {
-        let sandbox = match build_cold_sandbox(self.claim, template, template_name, self.domains())
-        {
-            Ok(sb) => sb,
-            Err(ColdError::VolumeClaimTemplates(e)) => {
-                return Ok(Binding::Failed(Failure::VolumeClaimTemplates(e)));
-            }
-            Err(ColdError::Metadata(e)) => return Ok(Binding::Failed(metadata_failure(e))),
-            Err(ColdError::Env(EnvError::Rejected(e))) => {
-                return Ok(Binding::Failed(Failure::EnvRejected(e)));
-            }
-            Err(ColdError::Env(EnvError::Invalid(e))) => {
-                return Ok(Binding::Failed(Failure::Reconciler(e)));
-            }
-            Err(e @ ColdError::Incomplete) => {
-                return Ok(Binding::Failed(Failure::Reconciler(e.to_string())));
-            }
-        };
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PostParams::default()
-        };
-        match self.sandboxes.create(&params, &sandbox).await {
-            Ok(created) => {
-                self.ctx.claim.bind(&self.uid, &self.name);
-                self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");
-                Context::event(
-                    self.ctx.claim_recorder.as_ref(),
-                    self.claim,
-                    EventType::Normal,
-                    "SandboxProvisioned",
-                    "Provisioning",
-                    format!("Created Sandbox {:?}", self.name),
-                )
-                .await;
-                Ok(Binding::Bound(Arc::new(created)))
-            }
-            Err(e) if is_already_exists(&e) => Ok(Binding::Failed(Failure::CreatePending)),
-            Err(e) => Ok(Binding::Failed(Failure::Reconciler(format!(
-                "sandbox create error: {e}"
-            )))),
-        }
-    }
-
-    /// Writes the status when it changed, guarded by the claim's resourceVersion. Returns
-    /// whether the new status is now stored.
-    async fn write_status(
-        &self,
-        current: &SandboxClaimStatus,
-        next: &SandboxClaimStatus,
-    ) -> Result<bool, Error> {
-        if current == next {
-            return Ok(true);
-        }
-        let sandbox = json!({
-            "name": if next.sandbox.name.is_empty() { Value::Null } else { json!(next.sandbox.name) },
-            "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
-        });
-        let patch = json!({
-            "metadata": {"resourceVersion": self.rv.lock().unwrap_or_else(|e| e.into_inner()).clone()},
-            "status": {
-                "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
-                "sandbox": sandbox,
-            },
-        });
-        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        match claims
-            .patch_status(&self.name, &params, &Patch::Merge(&patch))
-            .await
-        {
-            Ok(stored) => {
-                self.ctx.claim.status_written(
-                    &self.uid,
-                    stored.metadata.resource_version.as_deref(),
-                    next,
-                );
-                Ok(true)
-            }
-            // Stale view (our own status writes do not re-trigger the claim): look again soon.
-            Err(e) if is_conflict(&e) => {
-                self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
-                Ok(false)
-            }
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(Error::kube(
-                format!(
-                    "patch status of SandboxClaim {}/{}",
-                    self.namespace, self.name
-                ),
-                e,
-            )),
-        }
-    }
-
-    /// First Ready: latency metrics once, and the observability annotations in one patch.
-    async fn after_status_write(
-        &self,
-        old: &SandboxClaimStatus,
-        new: &mut SandboxClaimStatus,
-        sandbox: Option<&Sandbox>,
-        first_seen: Timestamp,
-    ) -> Result<(), Error> {
-        let is_ready = |s: &SandboxClaimStatus| {
-            find_condition(&s.conditions, READY).is_some_and(|c| c.status == STATUS_TRUE)
-        };
-        if !is_ready(new) {
-            return Ok(());
-        }
-        let annotations = self.claim.metadata.annotations.clone().unwrap_or_default();
-        if annotations.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION) {
-            return Ok(());
-        }
-        // Once per claim and process: a later pass may still read a cached claim without the
-        // annotation we wrote.
-        if !self.ctx.claim.mark_recorded(&self.uid) {
-            return Ok(());
-        }
-        // Ready was persisted before this process saw the transition (e.g. across a restart):
-        // the latency is unknown; record nothing and mark it so.
-        let first_time = !is_ready(old);
-        if first_time {
-            self.record_latencies(&annotations, sandbox, first_seen);
-        }
-        if !self.ctx.claim.settings.observability_annotations {
-            return Ok(());
-        }
-        let mut stamp = BTreeMap::new();
-        stamp.insert(
-            CLAIM_FIRST_READY_AT_ANNOTATION.to_owned(),
-            if first_time {
-                rfc3339_nano(self.now)
-            } else {
-                "unknown".to_owned()
-            },
-        );
-        if !annotations.contains_key(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION) {
-            stamp.insert(
-                CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION.to_owned(),
-                rfc3339_nano(first_seen),
-            );
-        }
-        if !annotations.contains_key(TRACE_CONTEXT_ANNOTATION)
-            && let Some(trace) = controller_common::telemetry::current_context_json()
-        {
-            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace);
-        }
-        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
-        let patch = json!({"metadata": {"annotations": stamp}});
-        match claims
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!(
-                    "stamp claim first-ready annotation on {}/{}",
-                    self.namespace, self.name
-                ),
-                e,
-            )),
-        }
-    }
-
-    fn record_latencies(
-        &self,
-        annotations: &BTreeMap<String, String>,
-        sandbox: Option<&Sandbox>,
-        first_seen: Timestamp,
-    ) {
-        let launch_type = match sandbox {
-            None => "unknown",
-            Some(sb)
-                if sb
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SANDBOX_LAUNCH_TYPE_LABEL))
-                    .map(String::as_str)
-                    == Some(SANDBOX_LAUNCH_TYPE_WARM) =>
-            {
-                "warm"
-            }
-            Some(_) => "cold",
-        };
-        let template = sandbox
-            .and_then(|sb| sb.metadata.annotations.as_ref())
-            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
-            .cloned()
-            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
-        let labels = StartupLabels {
-            launch_type: launch_type.into(),
-            sandbox_template: template.clone(),
-        };
-        let since = |ts: Timestamp| -> Option<f64> {
-            let ms = self.now.as_millisecond() - ts.as_millisecond();
-            (ms >= 0).then_some(ms as f64)
-        };
-        let parsed = |key: &str| {
-            annotations
-                .get(key)
-                .and_then(|v| v.parse::<Timestamp>().ok())
-        };
-        let metrics = &self.ctx.claim.metrics;
-        if let Some(ms) = parsed(WEBHOOK_FIRST_OBSERVED_AT_ANNOTATION).and_then(since) {
-            metrics
-                .claim_startup_latency
-                .get_or_create(&labels)
-                .observe(ms);
-        }
-        let observed = parsed(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION).unwrap_or(first_seen);
-        if let Some(ms) = since(observed) {
-            metrics
-                .controller_startup_latency
-                .get_or_create(&labels)
-                .observe(ms);
-        }
-        if let Some(ms) = parsed(CLIENT_FIRST_REQUESTED_AT_ANNOTATION).and_then(since) {
-            metrics
-                .client_startup_latency
-                .get_or_create(&labels)
-                .observe(ms);
-        }
-        if let Some(sb) = sandbox
-            && let (Some(ready), Some(created)) = (
-                sb.status
-                    .as_ref()
-                    .and_then(|s| find_condition(&s.conditions, READY))
-                    .filter(|c| c.status == STATUS_TRUE),
-                sb.metadata.creation_timestamp.as_ref(),
-            )
-        {
-            let ms = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();
-            if ms >= 0 {
-                metrics
-                    .creation_latency
-                    .get_or_create(&CreationLatencyLabels {
-                        namespace: self.namespace.clone(),
-                        launch_type: launch_type.into(),
-                        sandbox_template: template,
-                    })
-                    .observe(ms as f64);
-            }
-        }
-    }
-}
-
-enum Adoption {
-    Adopted(Arc<Sandbox>),
-    Failed(Failure),
-    PendingNetwork,
-    NoCandidate,
 }
 
 fn metadata_failure(e: MetadataError) -> Failure {
@@ -1071,9 +663,4 @@ fn metadata_failure(e: MetadataError) -> Failure {
         MetadataError::Invalid { .. } => Failure::InvalidMetadata(e.to_string()),
         MetadataError::Conflict { .. } => Failure::Reconciler(e.to_string()),
     }
-}
-
-/// RFC 3339 with nanoseconds, trailing zeros trimmed (Go's `RFC3339Nano`).
-pub fn rfc3339_nano(ts: Timestamp) -> String {
-    ts.to_string()
 }

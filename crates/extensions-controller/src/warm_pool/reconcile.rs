@@ -365,13 +365,18 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
     let current = pool.status.clone().unwrap_or_default();
     let counts_only = current.observed_generation == status.observed_generation
         && current.selector == status.selector;
-    let hold = if counts_only && current != status {
+    // A settled pool (every member Ready, at the target, nothing in flight) is reported at
+    // once; intermediate counts are coalesced (at most one write per interval), because more
+    // events (creates landing, members turning Ready) follow them.
+    let settled = status.ready_replicas == status.replicas
+        && usize::try_from(status.replicas).is_ok_and(|r| r == desired)
+        && pending.creates == 0;
+    let hold = if counts_only && !settled && current != status {
         state.status_hold(&key, now)
     } else {
         Duration::ZERO
     };
     if !hold.is_zero() {
-        // Coalesce count-only changes: at most one such write per pool per interval.
         requeue = min_requeue(requeue, hold);
     } else if current != status {
         state.status_written(&key, now);

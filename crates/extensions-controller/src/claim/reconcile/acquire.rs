@@ -1,0 +1,250 @@
+//! Getting a Sandbox for an unbound claim: the warm path (ranked candidates, guarded
+//! ownership transfer) and the cold path (a Sandbox named after the claim).
+
+use super::*;
+
+impl Pass<'_> {
+    /// Tries the ranked warm candidates; the guarded patch decides races.
+    pub(super) async fn adopt(
+        &self,
+        pool: &SandboxWarmPool,
+        template: Option<&SandboxTemplate>,
+        template_name: &str,
+    ) -> Result<Adoption, Error> {
+        let claim_state = &self.ctx.claim;
+        let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
+        // Under Recreate a member must be vetted against the template; without it, take none.
+        if recreate && template.is_none() {
+            return Ok(Adoption::NoCandidate);
+        }
+        let facts = template.filter(|_| recreate).map(|template| {
+            crate::warm_pool::blueprint::TemplateFacts {
+                blueprint_hash: crate::warm_pool::blueprint::blueprint_hash(
+                    &template.spec.blueprint,
+                ),
+                template: Arc::new(template.clone()),
+            }
+        });
+        let started = Instant::now();
+        let skip = |sb: &Sandbox| {
+            let key = format!(
+                "{}/{}",
+                self.namespace,
+                sb.metadata.name.as_deref().unwrap_or_default()
+            );
+            claim_state.is_reserved(&key, started)
+                || facts
+                    .as_ref()
+                    .is_some_and(|f| is_stale(template_name, f, sb, true))
+        };
+        let pool_ref = PoolRef {
+            namespace: &self.namespace,
+            name: pool.metadata.name.as_deref().unwrap_or_default(),
+            uid: pool.metadata.uid.as_deref(),
+        };
+        let members = self
+            .ctx
+            .stores
+            .sandboxes
+            .state_filter(|s| crate::claim::candidate::is_member(s, &pool_ref));
+        let ranking = rank(&members, &pool_ref, &skip);
+        let mut attempts = 0;
+        for candidate in ranking.ordered {
+            if attempts >= MAX_ADOPTION_ATTEMPTS {
+                break;
+            }
+            let Some(sb_name) = candidate.metadata.name.clone() else {
+                continue;
+            };
+            let key = format!("{}/{sb_name}", self.namespace);
+            if !claim_state.reserve(&key, Instant::now()) {
+                continue;
+            }
+            attempts += 1;
+            let mut current = candidate;
+            // One fresh re-read per candidate: a 409 from an unrelated write (e.g. the core
+            // controller's status update) should not cost us the member.
+            for fresh_read in [false, true] {
+                let patch = match adoption_patch(
+                    &current,
+                    self.claim,
+                    template,
+                    template_name,
+                    self.domains(),
+                ) {
+                    Ok(Some(p)) => p,
+                    Ok(None) => break,
+                    Err(e) => {
+                        claim_state.release(&key);
+                        return Ok(Adoption::Failed(metadata_failure(e)));
+                    }
+                };
+                match self
+                    .sandboxes
+                    .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(adopted) => {
+                        claim_state.bind(&self.uid, &sb_name);
+                        self.adopted(pool, &current, &adopted).await;
+                        return Ok(Adoption::Adopted(Arc::new(adopted)));
+                    }
+                    Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
+                        match self.sandboxes.get_opt(&sb_name).await {
+                            Ok(Some(fresh))
+                                if crate::claim::candidate::is_member(&fresh, &pool_ref) =>
+                            {
+                                current = Arc::new(fresh)
+                            }
+                            Ok(_) => break,
+                            Err(e) => {
+                                claim_state.release(&key);
+                                return Err(Error::kube(format!("get Sandbox {key}"), e));
+                            }
+                        }
+                    }
+                    Err(e) if is_conflict(&e) || is_not_found(&e) => break,
+                    Err(e) => {
+                        claim_state.release(&key);
+                        return Err(Error::kube(format!("adopt Sandbox {key}"), e));
+                    }
+                }
+            }
+            claim_state.release(&key);
+        }
+        Ok(if ranking.pending_network > 0 {
+            Adoption::PendingNetwork
+        } else {
+            Adoption::NoCandidate
+        })
+    }
+
+    pub(super) async fn adopted(
+        &self,
+        pool: &SandboxWarmPool,
+        before: &Sandbox,
+        adopted: &Sandbox,
+    ) {
+        if let Some(wake) = &self.ctx.claim.pool_wake {
+            let _ = wake.unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(pool));
+        }
+        let ready = before
+            .status
+            .as_ref()
+            .is_some_and(|s| api_types::conditions::is_true(&s.conditions, READY));
+        self.count_creation(
+            adopted,
+            SANDBOX_LAUNCH_TYPE_WARM,
+            controlling_pool(&before.metadata)
+                .map(|o| o.name.clone())
+                .unwrap_or_else(|| "none".into()),
+            if ready { "ready" } else { "not_ready" },
+        );
+        tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
+        Context::event(
+            self.ctx.claim_recorder.as_ref(),
+            self.claim,
+            EventType::Normal,
+            "SandboxAdopted",
+            "Adoption",
+            format!(
+                "Adopted warm pool Sandbox {:?}",
+                adopted.metadata.name.as_deref().unwrap_or_default()
+            ),
+        )
+        .await;
+    }
+
+    pub(super) fn count_creation(
+        &self,
+        sandbox: &Sandbox,
+        launch_type: &str,
+        pool: String,
+        pod_condition: &str,
+    ) {
+        let template = sandbox
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .cloned()
+            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
+        self.ctx
+            .claim
+            .metrics
+            .claim_creation
+            .get_or_create(&ClaimCreationLabels {
+                namespace: self.namespace.clone(),
+                sandbox_template: template,
+                launch_type: launch_type.into(),
+                warmpool_name: pool,
+                pod_condition: pod_condition.into(),
+                created_by: normalize_created_by(
+                    self.claim
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
+                        .map(String::as_str),
+                )
+                .into(),
+            })
+            .inc();
+    }
+
+    pub(super) async fn create_cold(
+        &self,
+        template: &SandboxTemplate,
+        template_name: &str,
+        pool_name: &str,
+    ) -> Result<Binding, Error> {
+        let sandbox = match build_cold_sandbox(self.claim, template, template_name, self.domains())
+        {
+            Ok(sb) => sb,
+            Err(ColdError::VolumeClaimTemplates(e)) => {
+                return Ok(Binding::Failed(Failure::VolumeClaimTemplates(e)));
+            }
+            Err(ColdError::Metadata(e)) => return Ok(Binding::Failed(metadata_failure(e))),
+            Err(ColdError::Env(EnvError::Rejected(e))) => {
+                return Ok(Binding::Failed(Failure::EnvRejected(e)));
+            }
+            Err(ColdError::Env(EnvError::Invalid(e))) => {
+                return Ok(Binding::Failed(Failure::Reconciler(e)));
+            }
+            Err(e @ ColdError::Incomplete) => {
+                return Ok(Binding::Failed(Failure::Reconciler(e.to_string())));
+            }
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match self.sandboxes.create(&params, &sandbox).await {
+            Ok(created) => {
+                self.ctx.claim.bind(&self.uid, &self.name);
+                self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");
+                Context::event(
+                    self.ctx.claim_recorder.as_ref(),
+                    self.claim,
+                    EventType::Normal,
+                    "SandboxProvisioned",
+                    "Provisioning",
+                    format!("Created Sandbox {:?}", self.name),
+                )
+                .await;
+                Ok(Binding::Bound(Arc::new(created)))
+            }
+            Err(e) if is_already_exists(&e) => Ok(Binding::Failed(Failure::CreatePending)),
+            Err(e) => Ok(Binding::Failed(Failure::Reconciler(format!(
+                "sandbox create error: {e}"
+            )))),
+        }
+    }
+}
+
+pub(super) enum Adoption {
+    Adopted(Arc<Sandbox>),
+    Failed(Failure),
+    PendingNetwork,
+    NoCandidate,
+}

@@ -1,0 +1,219 @@
+//! Reporting a pass: the guarded status write, and at first Ready the latency metrics and the
+//! observability annotations.
+
+use super::*;
+
+impl Pass<'_> {
+    /// Writes the status when it changed, guarded by the claim's resourceVersion. Returns
+    /// whether the new status is now stored.
+    pub(super) async fn write_status(
+        &self,
+        current: &SandboxClaimStatus,
+        next: &SandboxClaimStatus,
+    ) -> Result<bool, Error> {
+        if current == next {
+            return Ok(true);
+        }
+        let sandbox = json!({
+            "name": if next.sandbox.name.is_empty() { Value::Null } else { json!(next.sandbox.name) },
+            "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
+        });
+        let patch = json!({
+            "metadata": {"resourceVersion": self.rv.lock().unwrap_or_else(|e| e.into_inner()).clone()},
+            "status": {
+                "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
+                "sandbox": sandbox,
+            },
+        });
+        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match claims
+            .patch_status(&self.name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(stored) => {
+                self.ctx.claim.status_written(
+                    &self.uid,
+                    stored.metadata.resource_version.as_deref(),
+                    next,
+                );
+                Ok(true)
+            }
+            // Stale view (our own status writes do not re-trigger the claim): look again soon.
+            Err(e) if is_conflict(&e) => {
+                self.stale.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "patch status of SandboxClaim {}/{}",
+                    self.namespace, self.name
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// First Ready: latency metrics once, and the observability annotations in one patch.
+    pub(super) async fn after_status_write(
+        &self,
+        old: &SandboxClaimStatus,
+        new: &mut SandboxClaimStatus,
+        sandbox: Option<&Sandbox>,
+        first_seen: Timestamp,
+    ) -> Result<(), Error> {
+        let is_ready = |s: &SandboxClaimStatus| {
+            find_condition(&s.conditions, READY).is_some_and(|c| c.status == STATUS_TRUE)
+        };
+        if !is_ready(new) {
+            return Ok(());
+        }
+        let annotations = self.claim.metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION) {
+            return Ok(());
+        }
+        // Once per claim and process: a later pass may still read a cached claim without the
+        // annotation we wrote.
+        if !self.ctx.claim.mark_recorded(&self.uid) {
+            return Ok(());
+        }
+        // Ready was persisted before this process saw the transition (e.g. across a restart):
+        // the latency is unknown; record nothing and mark it so.
+        let first_time = !is_ready(old);
+        if first_time {
+            self.record_latencies(&annotations, sandbox, first_seen);
+        }
+        if !self.ctx.claim.settings.observability_annotations {
+            return Ok(());
+        }
+        let mut stamp = BTreeMap::new();
+        stamp.insert(
+            CLAIM_FIRST_READY_AT_ANNOTATION.to_owned(),
+            if first_time {
+                rfc3339_nano(self.now)
+            } else {
+                "unknown".to_owned()
+            },
+        );
+        if !annotations.contains_key(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION) {
+            stamp.insert(
+                CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION.to_owned(),
+                rfc3339_nano(first_seen),
+            );
+        }
+        if self.lacks_trace
+            && let Some(trace) = sandbox
+                .and_then(|sb| sb.metadata.annotations.as_ref())
+                .and_then(|a| a.get(TRACE_CONTEXT_ANNOTATION))
+        {
+            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
+        }
+        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        let patch = json!({"metadata": {"annotations": stamp}});
+        match claims
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!(
+                    "stamp claim first-ready annotation on {}/{}",
+                    self.namespace, self.name
+                ),
+                e,
+            )),
+        }
+    }
+
+    pub(super) fn record_latencies(
+        &self,
+        annotations: &BTreeMap<String, String>,
+        sandbox: Option<&Sandbox>,
+        first_seen: Timestamp,
+    ) {
+        let launch_type = match sandbox {
+            None => "unknown",
+            Some(sb)
+                if sb
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SANDBOX_LAUNCH_TYPE_LABEL))
+                    .map(String::as_str)
+                    == Some(SANDBOX_LAUNCH_TYPE_WARM) =>
+            {
+                "warm"
+            }
+            Some(_) => "cold",
+        };
+        let template = sandbox
+            .and_then(|sb| sb.metadata.annotations.as_ref())
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .cloned()
+            .unwrap_or_else(|| UNKNOWN_TEMPLATE.into());
+        let labels = StartupLabels {
+            launch_type: launch_type.into(),
+            sandbox_template: template.clone(),
+        };
+        let since = |ts: Timestamp| -> Option<f64> {
+            let ms = self.now.as_millisecond() - ts.as_millisecond();
+            (ms >= 0).then_some(ms as f64)
+        };
+        let parsed = |key: &str| {
+            annotations
+                .get(key)
+                .and_then(|v| v.parse::<Timestamp>().ok())
+        };
+        let metrics = &self.ctx.claim.metrics;
+        if let Some(ms) = parsed(WEBHOOK_FIRST_OBSERVED_AT_ANNOTATION).and_then(since) {
+            metrics
+                .claim_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        let observed = parsed(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION).unwrap_or(first_seen);
+        if let Some(ms) = since(observed) {
+            metrics
+                .controller_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        if let Some(ms) = parsed(CLIENT_FIRST_REQUESTED_AT_ANNOTATION).and_then(since) {
+            metrics
+                .client_startup_latency
+                .get_or_create(&labels)
+                .observe(ms);
+        }
+        if let Some(sb) = sandbox
+            && let (Some(ready), Some(created)) = (
+                sb.status
+                    .as_ref()
+                    .and_then(|s| find_condition(&s.conditions, READY))
+                    .filter(|c| c.status == STATUS_TRUE),
+                sb.metadata.creation_timestamp.as_ref(),
+            )
+        {
+            let ms = ready.last_transition_time.0.as_millisecond() - created.0.as_millisecond();
+            if ms >= 0 {
+                metrics
+                    .creation_latency
+                    .get_or_create(&CreationLatencyLabels {
+                        namespace: self.namespace.clone(),
+                        launch_type: launch_type.into(),
+                        sandbox_template: template,
+                    })
+                    .observe(ms as f64);
+            }
+        }
+    }
+}
+
+/// RFC 3339 with nanoseconds, trailing zeros trimmed (Go's `RFC3339Nano`).
+pub fn rfc3339_nano(ts: Timestamp) -> String {
+    ts.to_string()
+}
