@@ -24,6 +24,10 @@ pub enum Command {
     Release(ReleaseArgs),
     /// Benchmark claim latency, throughput, API writes and footprint against devcluster.
     Bench(crate::bench::BenchArgs),
+    /// Run devcluster with both controllers and a quickstart warm pool (Ctrl-C stops it).
+    Dev(crate::dev::DevArgs),
+    /// Regenerate the controller flags tables in docs/configuration.md and README.md.
+    Docs(crate::docs::DocsArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

@@ -10,10 +10,14 @@
 //! - [`manifest`]: multi-document YAML handling and strict parsing of every document into the
 //!   k8s-openapi type its `apiVersion`/`kind` claims.
 //! - [`workspace`]: where the repository's files are.
+//! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
+//! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
 
 pub mod bench;
 pub mod cli;
 pub mod crds;
+pub mod dev;
+pub mod docs;
 pub mod error;
 pub mod manifest;
 pub mod release;

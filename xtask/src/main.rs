@@ -18,6 +18,8 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        Command::Dev(args) => return xtask::dev::main(args),
+        Command::Docs(args) => return xtask::docs::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
