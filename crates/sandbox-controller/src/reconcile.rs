@@ -24,6 +24,9 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field};
 
 use crate::context::Context;
+
+/// How long a Sandbox whose Pod is not Ready waits for an event before it is looked at again.
+const NOT_READY_RECHECK: Duration = Duration::from_secs(15);
 use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
@@ -120,9 +123,17 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
             {
                 return Err(err);
             }
-            Ok(match expiry {
+            // A Sandbox still waiting for its Pod is looked at again after a while even without
+            // an event, so one missed Pod update cannot leave it not Ready forever. It reads
+            // only caches and writes nothing unless something changed.
+            let waiting = status::ready_condition_of(&new_status)
+                .is_some_and(|c| c.status != "True")
+                && sandbox.spec.effective_operating_mode() != OperatingMode::Suspended;
+            Ok(match (expiry, waiting) {
                 // Wake up exactly at shutdownTime; no polling.
-                Expiry::In(wait) => Action::requeue(wait),
+                (Expiry::In(wait), true) => Action::requeue(wait.min(NOT_READY_RECHECK)),
+                (Expiry::In(wait), false) => Action::requeue(wait),
+                (_, true) => Action::requeue(NOT_READY_RECHECK),
                 _ => Action::await_change(),
             })
         }
