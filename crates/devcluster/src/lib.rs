@@ -31,6 +31,7 @@ mod cluster;
 mod config;
 mod crd;
 mod discovery;
+mod event_versions;
 mod gc;
 mod kinds;
 mod list_filter;
