@@ -36,6 +36,7 @@ mod gc;
 mod kinds;
 mod list_filter;
 mod meta;
+mod openapi;
 mod patch_glue;
 mod protobuf;
 mod registry;

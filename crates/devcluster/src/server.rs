@@ -210,7 +210,7 @@ async fn route(
             );
         }
         ["version"] => return Ok(crate::discovery::version()),
-        ["openapi", ..] => return crate::discovery::openapi(state, &segments[1..], &headers),
+        ["openapi", ..] => return crate::openapi::serve(state, &segments[1..], &headers),
         _ => {}
     }
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
