@@ -407,7 +407,11 @@ async fn kubectl_describe_scale_and_cascading_delete() {
     wait_for("the Sandbox's pod", DEADLINE, pod_of_box).await;
     // An event about the Sandbox as controllers write them: events.k8s.io/v1 through
     // kube-runtime's Recorder. kubectl describe reads core/v1 events by involvedObject.
-    let sandbox = env.sandboxes("default").get("kc-box").await.expect("kc-box");
+    let sandbox = env
+        .sandboxes("default")
+        .get("kc-box")
+        .await
+        .expect("kc-box");
     let recorder = Recorder::new(
         env.client.clone(),
         Reporter {
