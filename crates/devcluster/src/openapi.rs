@@ -6,7 +6,8 @@
 //! server-side field validation). Custom resources also get their schema, taken from the CRD's
 //! `openAPIV3Schema` for that version and named like a real server names it (the group's
 //! domain reversed: `io.x-k8s.agents.v1beta1.Sandbox`), so `kubectl explain` works for them.
-//! Built-in kinds have no schemas here; `/openapi/v2` is not served.
+//! Built-in kinds get theirs from the k8s-openapi types (`openapi/builtin_schemas.rs`).
+//! `/openapi/v2` is not served.
 
 use std::sync::Arc;
 
@@ -18,6 +19,8 @@ use crate::api_error::ApiError;
 use crate::discovery::{KUBE_MAJOR, KUBE_MINOR};
 use crate::registry::ResourceInfo;
 use crate::server::{SharedState, json_response};
+
+mod builtin_schemas;
 
 pub fn serve(
     state: &SharedState,
@@ -64,7 +67,21 @@ fn document(infos: &[Arc<ResourceInfo>], group: &str, version: &str) -> Option<V
         return None;
     }
     let mut paths = Map::new();
-    let mut schemas = Map::new();
+    let builtin_kinds: Vec<String> = served
+        .iter()
+        .filter(|i| !i.is_custom())
+        .map(|i| i.kind.clone())
+        .collect();
+    let mut schemas = if builtin_kinds.is_empty() {
+        Map::new()
+    } else {
+        (*builtin_schemas::schemas(group, version, &builtin_kinds)).clone()
+    };
+    if served.iter().any(|i| i.is_custom()) {
+        for (name, schema) in builtin_schemas::object_meta().iter() {
+            schemas.insert(name.clone(), schema.clone());
+        }
+    }
     for info in served {
         for (path, item) in resource_paths(info, version) {
             paths.insert(path, item);
@@ -186,10 +203,12 @@ fn custom_resource_schemas(info: &ResourceInfo, version: &str) -> Vec<(String, V
             props.entry("kind").or_insert_with(|| {
                 json!({"type": "string", "description": "The kind of the object (its REST resource is derived from it)."})
             });
-            // Object metadata is not described field by field here.
             props.insert(
                 "metadata".into(),
-                json!({"type": "object", "description": "The object's metadata: name, namespace, labels, annotations, owner references and the fields the server maintains."}),
+                json!({
+                    "allOf": [{"$ref": format!("#/components/schemas/{}", builtin_schemas::OBJECT_META)}],
+                    "description": "The object's metadata: name, namespace, labels, annotations, owner references and the fields the server maintains.",
+                }),
             );
         }
         o.insert("x-kubernetes-group-version-kind".into(), gvk(&info.kind));
@@ -282,13 +301,28 @@ mod tests {
                 .is_object()
         );
         assert!(document(&infos(), "example.com", "v2").is_none());
+        assert_eq!(
+            schema["properties"]["metadata"]["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert!(
+            doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
+                .is_object()
+        );
     }
 
     #[test]
-    fn built_in_documents_have_paths_but_no_schemas() {
+    fn built_in_documents_have_paths_and_the_kinds_schemas() {
         let doc = document(&infos(), "", "v1").expect("core served");
         assert!(doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["post"].is_object());
-        assert_eq!(doc["components"]["schemas"], json!({}));
+        let schemas = &doc["components"]["schemas"];
+        for kind in ["Pod", "Namespace", "ConfigMap", "Event", "Node"] {
+            assert_eq!(
+                schemas[format!("io.k8s.api.core.v1.{kind}")]["x-kubernetes-group-version-kind"][0]
+                    ["kind"],
+                kind
+            );
+        }
         let index = index(&infos(), 7);
         assert_eq!(
             index["paths"]["apis/example.com/v1"]["serverRelativeURL"],
