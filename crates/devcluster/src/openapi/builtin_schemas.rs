@@ -55,12 +55,14 @@ fn schema_of(group: &str, version: &str, kind: &str) -> Option<fn(&mut SchemaGen
     })
 }
 
+/// Generated schema sets by group, version and kinds.
+type Cache = Mutex<HashMap<(String, String, Vec<String>), Arc<Map<String, Value>>>>;
+
 /// The `components.schemas` of built-in `kinds` at `group`/`version`: each kind's schema
 /// (tagged with `x-kubernetes-group-version-kind`) and every schema it refers to. The set of
 /// built-in kinds is fixed, so each group-version's schemas are generated once.
 pub fn schemas(group: &str, version: &str, kinds: &[String]) -> Arc<Map<String, Value>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String, Vec<String>), Arc<Map<String, Value>>>>> =
-        OnceLock::new();
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = (group.to_string(), version.to_string(), kinds.to_vec());
     let cache = CACHE.get_or_init(Mutex::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
