@@ -53,6 +53,9 @@ pub struct ObjectKey {
 pub enum WriteOp {
     Put(Value),
     Delete,
+    /// Delete, reporting this final state of the object (an update that let a terminating
+    /// object go: watchers see the update's result in the DELETED event).
+    DeleteWith(Value),
     /// Leave the object as it is (no-op writes emit nothing).
     Unchanged,
 }
@@ -268,12 +271,15 @@ impl Store {
                     WriteOutcome::Created(obj)
                 }
             }
-            WriteOp::Delete => {
+            op @ (WriteOp::Delete | WriteOp::DeleteWith(_)) => {
                 let Some(cur) = current else {
                     return Ok(WriteOutcome::Unchanged(None));
                 };
                 inner.rv = next_rv;
-                let mut last = (*cur).clone();
+                let mut last = match op {
+                    WriteOp::DeleteWith(last) => last,
+                    _ => (*cur).clone(),
+                };
                 set_rv(&mut last, next_rv);
                 let last = Arc::new(last);
                 unindex(&mut inner, &okey, &cur);

@@ -386,10 +386,19 @@ pub(super) fn spec_changed(old: &Value, new: &Value) -> bool {
     strip(old) != strip(new)
 }
 
-/// After computing the new object: a terminating object whose last finalizer went is deleted.
+/// After computing the new object: a terminating object whose last finalizer went is deleted,
+/// unless it is still in a grace period (a terminating pod stays until its kubelet deletes it
+/// with grace 0, however often its status is written meanwhile).
 fn finish(new: Value) -> WriteOp {
-    if new.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&new).is_empty() {
-        WriteOp::Delete
+    let in_grace_period = new
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    if new.pointer("/metadata/deletionTimestamp").is_some()
+        && meta::finalizers(&new).is_empty()
+        && !in_grace_period
+    {
+        WriteOp::DeleteWith(new)
     } else {
         WriteOp::Put(new)
     }
