@@ -149,6 +149,8 @@ def pods_crud_and_errors(ctx):
     body = expect_status(api_error(core.read_namespaced_pod, "crud-missing", ns), 404, "NotFound")
     assert body["message"] == 'pods "crud-missing" not found', body["message"]
     assert body["details"]["name"] == "crud-missing" and body["details"]["kind"] == "pods", body
+    # A core kind's Status details carry no group key at all.
+    assert "group" not in body["details"], body
 
     # Optimistic concurrency: a write carrying an old resourceVersion is a 409 Conflict.
     # (A ConfigMap: the simulated kubelet writes pod status concurrently, as a real one does.)
@@ -170,6 +172,57 @@ def pods_crud_and_errors(ctx):
     core.delete_namespaced_pod("crud-a", ns, grace_period_seconds=0)
     wait_until("pod deleted", lambda: gone(core.read_namespaced_pod, "crud-a", ns))
     expect_status(api_error(core.delete_namespaced_pod, "crud-a", ns), 404, "NotFound")
+
+
+@scenario
+def events_through_both_apis(ctx):
+    """An event a controller writes through events.k8s.io/v1 is a core/v1 Event too (one
+    resource, two versions), found by the involvedObject field selectors kubectl describe uses."""
+    core = client.CoreV1Api()
+    events = client.EventsV1Api()
+    ns = "default"
+    cm = core.create_namespaced_config_map(ns, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=unique("observed"))))
+    regarding = client.V1ObjectReference(
+        api_version="v1", kind="ConfigMap", name=cm.metadata.name, namespace=ns,
+        uid=cm.metadata.uid)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    written = events.create_namespaced_event(ns, client.EventsV1Event(
+        metadata=client.V1ObjectMeta(generate_name=cm.metadata.name + "."),
+        event_time=now, action="Observe", reason="Observed", type="Normal",
+        note="saw the configmap", regarding=regarding,
+        reporting_controller="example.com/observer", reporting_instance="observer-0"))
+    selector = ",".join([
+        f"involvedObject.name={cm.metadata.name}", f"involvedObject.namespace={ns}",
+        "involvedObject.kind=ConfigMap", f"involvedObject.uid={cm.metadata.uid}",
+    ])
+    listed = core.list_namespaced_event(ns, field_selector=selector).items
+    assert [e.metadata.name for e in listed] == [written.metadata.name], listed
+    e = listed[0]
+    assert e.message == "saw the configmap", e
+    assert e.reason == "Observed" and e.type == "Normal" and e.action == "Observe", e
+    assert e.reporting_component == "example.com/observer", e
+    assert e.reporting_instance == "observer-0", e
+    assert e.involved_object.uid == cm.metadata.uid, e.involved_object
+    assert e.event_time is not None, e
+    assert e.metadata.resource_version == written.metadata.resource_version
+    # And back: a core event (with eventTime, so the v1 model accepts it) read as events.k8s.io/v1.
+    old = core.create_namespaced_event(ns, client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name=unique("legacy")),
+        involved_object=client.V1ObjectReference(kind="ConfigMap", name=cm.metadata.name,
+                                                 namespace=ns),
+        reason="Legacy", message="old recorder", type="Warning", count=3, event_time=now,
+        source=client.V1EventSource(component="old-controller")))
+    seen = events.read_namespaced_event(old.metadata.name, ns)
+    assert seen.note == "old recorder", seen
+    assert seen.deprecated_count == 3, seen
+    assert seen.deprecated_source.component == "old-controller", seen
+    assert seen.regarding.name == cm.metadata.name, seen
+    by_regarding = events.list_namespaced_event(
+        ns, field_selector=f"regarding.name={cm.metadata.name},reason=Legacy").items
+    assert [x.metadata.name for x in by_regarding] == [old.metadata.name], by_regarding
+    events.delete_namespaced_event(old.metadata.name, ns)
+    assert gone(core.read_namespaced_event, old.metadata.name, ns)
 
 
 @scenario

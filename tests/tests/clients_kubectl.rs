@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use e2e_tests::{DEADLINE, Env, EnvOptions, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::Resource;
 use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kubectl::{Kubectl, headers, row};
 
 /// `$AGENT_SANDBOX_SPEC_DIR`, else the nearest `shared/spec` above the workspace
@@ -403,9 +405,54 @@ async fn kubectl_describe_scale_and_cascading_delete() {
             })
     };
     wait_for("the Sandbox's pod", DEADLINE, pod_of_box).await;
+    // An event about the Sandbox as controllers write them: events.k8s.io/v1 through
+    // kube-runtime's Recorder. kubectl describe reads core/v1 events by involvedObject.
+    let sandbox = env
+        .sandboxes("default")
+        .get("kc-box")
+        .await
+        .expect("kc-box");
+    let recorder = Recorder::new(
+        env.client.clone(),
+        Reporter {
+            controller: "e2e-recorder".into(),
+            instance: Some("e2e-0".into()),
+        },
+    );
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Warning,
+                reason: "DescribeCheck".into(),
+                note: Some("written through events.k8s.io/v1".into()),
+                action: "Check".into(),
+                secondary: None,
+            },
+            &sandbox.object_ref(&()),
+        )
+        .await
+        .expect("event published");
 
     let k = blocking(move || {
         let described = k.ok(&["describe", "sandbox", "kc-box"]);
+        let events = described
+            .split_once("\nEvents:")
+            .map(|(_, tail)| tail)
+            .unwrap_or_else(|| panic!("describe has an Events section:\n{described}"));
+        let row = events
+            .lines()
+            .find(|l| l.contains("DescribeCheck"))
+            .unwrap_or_else(|| panic!("describe lists the event:\n{described}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[0], "Warning", "{row}");
+        assert!(
+            cells.contains(&"e2e-recorder"),
+            "From is the reporting controller: {row}"
+        );
+        assert!(
+            row.ends_with("written through events.k8s.io/v1"),
+            "Message is the note: {row}"
+        );
         for needle in [
             "Name:",
             "kc-box",

@@ -55,6 +55,11 @@ async fn python_pod_crud_and_error_statuses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_events_v1_writes_are_listed_through_core_v1() {
+    run_default("events_through_both_apis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_label_and_field_selectors_and_paging() {
     run_default("selectors").await;
 }

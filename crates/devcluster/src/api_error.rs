@@ -52,7 +52,7 @@ impl ApiError {
             "NotFound",
             format!("{} \"{name}\" not found", qualified(group, plural)),
         );
-        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e.details = Some(details(group, plural, name));
         e
     }
 
@@ -62,7 +62,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{} \"{name}\" already exists", qualified(group, plural)),
         );
-        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e.details = Some(details(group, plural, name));
         e
     }
 
@@ -76,7 +76,7 @@ impl ApiError {
                 qualified(group, plural)
             ),
         );
-        e.details = Some(json!({"name": name, "group": group, "kind": plural}));
+        e.details = Some(details(group, plural, name));
         e
     }
 
@@ -117,12 +117,27 @@ impl ApiError {
             "Invalid",
             format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
         );
-        e.details = Some(json!({
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),
-        }));
+        let mut d = details(group, kind, name);
+        d["causes"] = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        e.details = Some(d);
+        e
+    }
+
+    /// 403 `Forbidden`: `pods "x" is forbidden: WHY` (`pods is forbidden: WHY` without a name).
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let message = if name.is_empty() {
+            format!("{} is forbidden: {why}", qualified(group, plural))
+        } else {
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, plural)
+            )
+        };
+        let mut e = Self::new(403, "Forbidden", message);
+        e.details = Some(details(group, plural, name));
         e
     }
 
@@ -171,6 +186,15 @@ impl ApiError {
     }
 }
 
+/// `details` of a Status: name, group (omitted when empty, as for core kinds) and kind.
+pub fn details(group: &str, kind: &str, name: &str) -> Value {
+    let mut d = json!({"name": name, "kind": kind});
+    if !group.is_empty() {
+        d["group"] = json!(group);
+    }
+    d
+}
+
 fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()
@@ -182,7 +206,19 @@ fn qualified(group: &str, plural: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        crate::server::json_response(code, &self.to_status())
+        let mut resp = crate::server::json_response(code, &self.to_status());
+        // As a real server: `details.retryAfterSeconds` is also sent as `Retry-After`.
+        if let Some(secs) = self
+            .details
+            .as_ref()
+            .and_then(|d| d.get("retryAfterSeconds"))
+            .and_then(Value::as_u64)
+            .filter(|s| *s > 0)
+        {
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
+        resp
     }
 }
 

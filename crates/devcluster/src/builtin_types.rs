@@ -44,6 +44,7 @@ fn typed_form(info: &ResourceInfo, obj: &Value) -> Option<Value> {
         }
         ("coordination.k8s.io", "leases") => round_trip::<coordination::v1::Lease>(obj),
         ("apps", "deployments") => round_trip::<apps::v1::Deployment>(obj),
+        ("apps", "replicasets") => round_trip::<apps::v1::ReplicaSet>(obj),
         ("autoscaling", "horizontalpodautoscalers") => {
             round_trip::<autoscaling::v2::HorizontalPodAutoscaler>(obj)
         }

@@ -162,6 +162,30 @@ impl DevCluster {
     }
 }
 
+/// The API server's handlers on a fresh store, without a listener, node agent or garbage
+/// collector: for tests that drive it in process (`kube::Client::new(router, "default")`).
+/// Graceful pod deletion is left for a node agent to finish, as with `node_agent: true`.
+#[cfg(test)]
+pub(crate) fn in_process_router() -> axum::Router {
+    let config = Config {
+        node_agent: false,
+        ..Config::ephemeral()
+    };
+    let state: SharedState = Arc::new(AppState {
+        store: Store::new(config.history_limit, config.watch_buffer),
+        registry: Registry::with_builtins(),
+        options: ServerOptions {
+            bookmark_interval: config.bookmark_interval,
+            node_agent: true,
+            tokens: None,
+        },
+        service_ips: Default::default(),
+        shutdown: CancellationToken::new(),
+    });
+    seed(&state, &config);
+    crate::server::router(state)
+}
+
 async fn build_client(kubeconfig: &Path, url: &str) -> Result<kube::Client, StartError> {
     let err = |message: String| StartError::Client {
         url: url.to_string(),

@@ -307,6 +307,7 @@ pub fn resource_info(crd: &Value) -> Option<ResourceInfo> {
         crd: Some(std::sync::Arc::new(crd.clone())),
         schemas: crate::schema_glue::compile(crd),
         version_subresources,
+        shared_storage: None,
     })
 }
 

@@ -138,6 +138,15 @@ pub fn prepare_create(
             default(obj, "type", json!("Opaque"));
             fold_string_data(obj);
         }
+        ("apps", "replicasets") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                default(spec, "replicas", json!(1));
+                if let Some(template_spec) = spec.pointer_mut("/template/spec") {
+                    default_pod_spec(template_spec);
+                }
+            }
+            obj["status"] = json!({"replicas": 0});
+        }
         ("apps", "deployments") => {
             if let Some(spec) = obj.get_mut("spec") {
                 default(spec, "replicas", json!(1));
@@ -395,7 +404,7 @@ pub fn prepare_update(
             }
             check_pod_update(old, new)?;
         }
-        ("apps", "deployments") => {
+        ("apps", "deployments") | ("apps", "replicasets") => {
             if let Some(template_spec) = new.pointer_mut("/spec/template/spec") {
                 default_pod_spec(template_spec);
             }

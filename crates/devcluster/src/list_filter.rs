@@ -11,7 +11,14 @@ use crate::server::Query;
 pub struct ListFilter {
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    /// Field labels of the requested version that select another field of the stored form
+    /// (`events.k8s.io/v1` `regarding.name` is the core `involvedObject.name`).
+    aliases: &'static [(&'static str, &'static str)],
 }
+
+/// The stored field a field label reads: most labels are paths, a few are not (a core Event's
+/// `source` is its `source.component`).
+const CORE_EVENT_LABELS: &[(&str, &str)] = &[("source", "source.component")];
 
 /// Field labels a kind can be selected by, beyond `metadata.name` and `metadata.namespace`.
 fn extra_field_labels(info: &ResourceInfo) -> Vec<String> {
@@ -26,6 +33,12 @@ fn extra_field_labels(info: &ResourceInfo) -> Vec<String> {
             "status.podIP",
             "status.nominatedNodeName",
         ],
+        ("events.k8s.io", "events") => {
+            return crate::event_versions::EVENTS_V1_FIELD_LABELS
+                .iter()
+                .map(|(label, _)| label.to_string())
+                .collect();
+        }
         ("", "events") => &[
             "involvedObject.kind",
             "involvedObject.namespace",
@@ -109,7 +122,17 @@ impl ListFilter {
             }
             None => None,
         };
-        Ok(ListFilter { labels, fields })
+        let aliases: &'static [(&'static str, &'static str)] =
+            match (info.group.as_str(), info.plural.as_str()) {
+                ("events.k8s.io", "events") => crate::event_versions::EVENTS_V1_FIELD_LABELS,
+                ("", "events") => CORE_EVENT_LABELS,
+                _ => &[],
+            };
+        Ok(ListFilter {
+            labels,
+            fields,
+            aliases,
+        })
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -119,7 +142,14 @@ impl ListFilter {
             return false;
         }
         if let Some(f) = &self.fields
-            && !f.matches(|label| field_value(obj, label))
+            && !f.matches(|label| {
+                let path = self
+                    .aliases
+                    .iter()
+                    .find(|(l, _)| *l == label)
+                    .map_or(label, |(_, path)| *path);
+                field_value(obj, path)
+            })
         {
             return false;
         }

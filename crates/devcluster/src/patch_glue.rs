@@ -63,16 +63,18 @@ fn apply_error(e: ApplyError, info: &ResourceInfo, name: &str) -> ApiError {
     match e {
         ApplyError::Conflict { message, conflicts } => {
             let mut err = ApiError::new(409, "Conflict", message);
-            err.details = Some(json!({
-                "name": name,
-                "group": info.group,
-                "kind": info.plural,
-                "causes": conflicts.iter().map(|c| json!({
-                    "reason": "FieldManagerConflict",
-                    "message": format!("conflict with {}", c.manager),
-                    "field": c.field,
-                })).collect::<Vec<_>>(),
-            }));
+            let mut details = crate::api_error::details(&info.group, &info.plural, name);
+            details["causes"] = conflicts
+                .iter()
+                .map(|c| {
+                    json!({
+                        "reason": "FieldManagerConflict",
+                        "message": format!("conflict with {}", c.manager),
+                        "field": c.field,
+                    })
+                })
+                .collect();
+            err.details = Some(details);
             err
         }
         ApplyError::BadRequest(m) => ApiError::bad_request(m),

@@ -47,12 +47,39 @@ pub struct ResourceInfo {
     /// Subresources of a custom resource per served version (status, scale), when they differ
     /// between versions; empty for built-in kinds.
     pub version_subresources: Vec<(String, bool, Option<ScaleSpec>)>,
+    /// Set when the objects are another resource's, stored in that resource's form and
+    /// converted on the way in and out (`events.k8s.io/v1` Events are core Events).
+    pub shared_storage: Option<SharedStorage>,
+}
+
+/// Resources served as a view of another resource's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedStorage {
+    /// `events.k8s.io/v1` Events: stored as core `v1` Events (see `event_versions.rs`).
+    EventsV1,
 }
 
 impl ResourceInfo {
     /// The store key of the resource, e.g. `pods` or `sandboxes.agents.x-k8s.io`.
     pub fn group_resource(&self) -> String {
         group_resource(&self.group, &self.plural)
+    }
+
+    /// The key the objects are stored under: the resource's own `group_resource`, or the
+    /// resource whose objects it shares (`events.k8s.io` events are stored as `events`).
+    pub fn storage_key(&self) -> String {
+        match self.shared_storage {
+            Some(SharedStorage::EventsV1) => "events".to_string(),
+            None => self.group_resource(),
+        }
+    }
+
+    /// The `apiVersion` of the stored form of the objects.
+    pub fn stored_api_version(&self) -> String {
+        match self.shared_storage {
+            Some(SharedStorage::EventsV1) => "v1".to_string(),
+            None => self.api_version(self.storage_version()),
+        }
     }
 
     pub fn api_version(&self, version: &str) -> String {
@@ -338,6 +365,19 @@ const BUILTINS: &[Builtin] = &[
         true,
         false,
     ),
+    // Stored only: no controller creates them, but `kubectl describe deployment` and
+    // `kubectl get all` list them.
+    b(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        true,
+        true,
+        false,
+    ),
     b(
         "rbac.authorization.k8s.io",
         "v1",
@@ -434,14 +474,15 @@ fn builtin_resources() -> Vec<ResourceInfo> {
             short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
             categories: if matches!(
                 b.plural,
-                "pods" | "services" | "deployments" | "persistentvolumeclaims"
+                // The real `all` category (PVCs are not in it).
+                "pods" | "services" | "deployments" | "replicasets" | "horizontalpodautoscalers"
             ) {
                 vec!["all".to_string()]
             } else {
                 vec![]
             },
             has_status: b.has_status,
-            scale: (b.plural == "deployments").then(|| ScaleSpec {
+            scale: matches!(b.plural, "deployments" | "replicasets").then(|| ScaleSpec {
                 spec_replicas_path: ".spec.replicas".into(),
                 status_replicas_path: ".status.replicas".into(),
                 label_selector_path: None,
@@ -461,6 +502,7 @@ fn builtin_resources() -> Vec<ResourceInfo> {
             crd: None,
             schemas: Vec::new(),
             version_subresources: Vec::new(),
+            shared_storage: (b.group == "events.k8s.io").then_some(SharedStorage::EventsV1),
         })
         .collect()
 }

@@ -36,6 +36,9 @@ pub async fn dispatch(
     {
         return Err(ApiError::not_found_path());
     }
+    if method == Method::GET && !req.query.flag("watch") && req.query.get("continue").is_none() {
+        wait_until_fresh(state, &req).await?;
+    }
     match (method.as_str(), req.name.is_some(), sub) {
         ("GET", false, None) => {
             if req.query.flag("watch") {
@@ -62,6 +65,36 @@ pub async fn dispatch(
     }
 }
 
+/// How long a read at a resourceVersion the server has not reached yet waits for it (the real
+/// server's watch cache waits 3 s).
+const FRESHNESS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A get or list at a resourceVersion beyond the current one (`resourceVersionMatch`
+/// `NotOlderThan`, `Exact` or unset) waits briefly for the store to reach it, then answers
+/// 504 `Timeout` "Too large resource version", as a real server does.
+async fn wait_until_fresh(state: &SharedState, req: &ResourceRequest) -> Result<(), ApiError> {
+    let Some(raw) = req.query.get("resourceVersion") else {
+        return Ok(());
+    };
+    let wanted: u64 = raw
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {raw:?}")))?;
+    if wanted == 0 || state.store.wait_for_rv(wanted, FRESHNESS_WAIT).await {
+        return Ok(());
+    }
+    let current = state.store.current_rv();
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("Timeout: Too large resource version: {wanted}, current: {current}"),
+    );
+    e.details = Some(json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    }));
+    Err(e)
+}
+
 fn known_subresource(req: &ResourceRequest, sub: &str) -> bool {
     match sub {
         "status" => req.info.has_status,
@@ -74,7 +107,7 @@ fn known_subresource(req: &ResourceRequest, sub: &str) -> bool {
 
 /// The object as served at the requested version.
 pub fn present(obj: &Value, req: &ResourceRequest) -> Value {
-    let mut out = obj.clone();
+    let mut out = crate::event_versions::from_storage(&req.info, obj.clone());
     if let Some(o) = out.as_object_mut() {
         o.insert("apiVersion".into(), Value::String(req.api_version()));
         o.insert("kind".into(), Value::String(req.info.kind.clone()));
@@ -86,7 +119,7 @@ fn get(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError>
     let name = req.name.as_deref().unwrap_or("");
     let obj = state
         .store
-        .get(&req.info.group_resource(), req.namespace_or_empty(), name)
+        .get(&req.info.storage_key(), req.namespace_or_empty(), name)
         .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
     let obj = present(&obj, req);
     let accept = req.accept();
@@ -143,7 +176,7 @@ fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError
     let filter = ListFilter::from_query(&req.info, &req.query)?;
     let (objects, rv) = state
         .store
-        .list(&req.info.group_resource(), req.namespace.as_deref());
+        .list(&req.info.storage_key(), req.namespace.as_deref());
     let limit = req
         .query
         .get("limit")

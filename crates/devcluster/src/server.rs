@@ -79,6 +79,39 @@ impl Query {
     }
 }
 
+/// The query of a legacy `/watch/` path: a watch, narrowed to the named object by a field
+/// selector (a selector naming another object is a 400, as on a real server).
+fn legacy_watch_query(mut query: Query, name: Option<&str>) -> Result<Query, ApiError> {
+    query.0.retain(|(k, _)| k != "watch");
+    query.0.insert(0, ("watch".to_string(), "true".to_string()));
+    let Some(name) = name else {
+        return Ok(query);
+    };
+    match query.get("fieldSelector") {
+        None => {
+            query.0.retain(|(k, _)| k != "fieldSelector");
+            query
+                .0
+                .push(("fieldSelector".to_string(), format!("metadata.name={name}")));
+        }
+        Some(existing) => {
+            let selected = crate::selector::FieldSelector::parse(existing)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let names_it = selected.requirements().iter().any(|r| {
+                r.field == "metadata.name"
+                    && r.operator == crate::selector::FieldOperator::Equals
+                    && r.value == name
+            });
+            if !names_it {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+        }
+    }
+    Ok(query)
+}
+
 /// A parsed request to a resource endpoint.
 pub struct ResourceRequest {
     pub info: Arc<ResourceInfo>,
@@ -177,7 +210,7 @@ async fn route(
             );
         }
         ["version"] => return Ok(crate::discovery::version()),
-        ["openapi", ..] => return crate::discovery::openapi(state, &segments[1..], &headers),
+        ["openapi", ..] => return crate::openapi::serve(state, &segments[1..], &headers),
         _ => {}
     }
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
@@ -189,6 +222,11 @@ async fn route(
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(ApiError::not_found_path()),
+    };
+    // The deprecated verb-in-path form: /api/v1/watch/namespaces/{ns}/pods[/{name}].
+    let (legacy_watch, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
     };
     // namespaces/{ns}/{resource}... ; namespaces/{name}[/status|/finalize] is the namespace itself.
     let (namespace, rest): (Option<String>, &[&str]) = match rest {
@@ -211,6 +249,14 @@ async fn route(
     if namespace.is_some() && !info.namespaced {
         return Err(ApiError::not_found_path());
     }
+    let (name, query) = if legacy_watch {
+        if subresource.is_some() {
+            return Err(ApiError::not_found_path());
+        }
+        (None, legacy_watch_query(query, name.as_deref())?)
+    } else {
+        (name, query)
+    };
     let req = ResourceRequest {
         info,
         version: version.to_string(),

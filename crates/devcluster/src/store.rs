@@ -53,6 +53,9 @@ pub struct ObjectKey {
 pub enum WriteOp {
     Put(Value),
     Delete,
+    /// Delete, reporting this final state of the object (an update that let a terminating
+    /// object go: watchers see the update's result in the DELETED event).
+    DeleteWith(Value),
     /// Leave the object as it is (no-op writes emit nothing).
     Unchanged,
 }
@@ -149,6 +152,31 @@ impl Store {
         (list_locked(&inner, group_resource, namespace), inner.rv)
     }
 
+    /// Waits until the store has reached resourceVersion `rv`, for at most `within`; whether it
+    /// did.
+    pub async fn wait_for_rv(&self, rv: u64, within: std::time::Duration) -> bool {
+        // Subscribe before looking, so a write in between is not missed.
+        let mut rx = self.tx.subscribe();
+        if self.current_rv() >= rv {
+            return true;
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(e)) if e.rv >= rv => return true,
+                Ok(Ok(_)) => {}
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+                    if self.current_rv() >= rv {
+                        return true;
+                    }
+                }
+                Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => {
+                    return self.current_rv() >= rv;
+                }
+            }
+        }
+    }
+
     /// Subscribe to changes. Consistent with `start`: no event is lost or repeated between the
     /// snapshot/history and the live channel.
     pub fn watch(
@@ -243,12 +271,15 @@ impl Store {
                     WriteOutcome::Created(obj)
                 }
             }
-            WriteOp::Delete => {
+            op @ (WriteOp::Delete | WriteOp::DeleteWith(_)) => {
                 let Some(cur) = current else {
                     return Ok(WriteOutcome::Unchanged(None));
                 };
                 inner.rv = next_rv;
-                let mut last = (*cur).clone();
+                let mut last = match op {
+                    WriteOp::DeleteWith(last) => last,
+                    _ => (*cur).clone(),
+                };
                 set_rv(&mut last, next_rv);
                 let last = Arc::new(last);
                 unindex(&mut inner, &okey, &cur);

@@ -34,6 +34,7 @@ struct TableMode {
 
 struct Watcher {
     table: Option<TableMode>,
+    info: Arc<crate::registry::ResourceInfo>,
     api_version: String,
     kind: String,
     namespace: Option<String>,
@@ -50,7 +51,7 @@ fn frame(type_: &str, object: &Value) -> Bytes {
 
 impl Watcher {
     fn present(&mut self, obj: &Value) -> Value {
-        let mut o = obj.clone();
+        let mut o = crate::event_versions::from_storage(&self.info, obj.clone());
         if let Some(m) = o.as_object_mut() {
             m.insert("apiVersion".into(), json!(self.api_version));
             m.insert("kind".into(), json!(self.kind));
@@ -175,6 +176,7 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
     };
     let watcher = Watcher {
         table,
+        info: req.info.clone(),
         api_version: req.api_version(),
         kind: req.info.kind.clone(),
         namespace: req.namespace.clone(),
@@ -182,12 +184,11 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
         has_selectors,
         tx,
     };
-    let (start, live) = state.store.watch(
-        &req.info.group_resource(),
-        req.namespace.as_deref(),
-        from_rv,
-    );
-    let group_resource: Arc<str> = Arc::from(req.info.group_resource().as_str());
+    let (start, live) =
+        state
+            .store
+            .watch(&req.info.storage_key(), req.namespace.as_deref(), from_rv);
+    let group_resource: Arc<str> = Arc::from(req.info.storage_key().as_str());
     let options = state.options.clone();
     tokio::spawn(run(
         watcher,

@@ -1,4 +1,5 @@
-//! The node agent against an in-process API stand-in, through a real `kube::Client`.
+//! The node agent against devcluster's own API handlers and store, in process (no listener),
+//! through a real `kube::Client`.
 
 use std::future::Future;
 use std::net::Ipv4Addr;
@@ -9,9 +10,7 @@ use serde_json::json;
 use super::*;
 use crate::observe::{FaultConfig, FaultRule, Observer, ObserverConfig};
 
-mod fake_api;
 mod real_server;
-use fake_api::FakeApi;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -23,7 +22,7 @@ struct Harness {
 
 impl Harness {
     fn start(cfg: NodeConfig) -> Self {
-        Self::start_with(FakeApi::new().router(), cfg)
+        Self::start_with(crate::cluster::in_process_router(), cfg)
     }
 
     fn start_with(router: axum::Router, cfg: NodeConfig) -> Self {
@@ -349,14 +348,14 @@ async fn claims_become_bound_with_their_requested_capacity() {
 
 #[tokio::test]
 async fn a_restarted_agent_does_not_reuse_pod_ips() {
-    let fake = FakeApi::new();
-    let first = Harness::start_with(fake.router(), NodeConfig::default());
+    let server = crate::cluster::in_process_router();
+    let first = Harness::start_with(server.clone(), NodeConfig::default());
     let api = first.pods();
     create_pod(&api, "a").await;
     let a = wait_running(&api, "a").await;
     first.stop().await;
 
-    let second = Harness::start_with(fake.router(), NodeConfig::default());
+    let second = Harness::start_with(server, NodeConfig::default());
     create_pod(&api, "b").await;
     let b = wait_running(&api, "b").await;
     assert_ne!(a.status.unwrap().pod_ip, b.status.unwrap().pod_ip);
@@ -389,7 +388,7 @@ async fn failing_status_writes_are_retried_until_they_succeed() {
         })
         .unwrap(),
     );
-    let router = observer.layer(FakeApi::new().router());
+    let router = observer.layer(crate::cluster::in_process_router());
     let h = Harness::start_with(router, NodeConfig::default());
     let api = h.pods();
     for i in 0..4 {

@@ -204,7 +204,7 @@ pub fn delete_stored(
     let mut dry_result = None;
     let outcome = state
         .store
-        .write(&info.group_resource(), namespace, name, |current, _| {
+        .write(&info.storage_key(), namespace, name, |current, _| {
             let Some(current) = current else {
                 return Err(ApiError::not_found(&info.group, &info.plural, name));
             };
@@ -255,10 +255,11 @@ pub fn delete(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         && info.plural == "namespaces"
         && matches!(name.as_str(), "default" | "kube-system" | "kube-public")
     {
-        return Err(ApiError::new(
-            403,
-            "Forbidden",
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            &name,
+            "this namespace may not be deleted",
         ));
     }
     let (outcome, dry) = delete_stored(state, &info, req.namespace_or_empty(), &name, &opts)?;
@@ -270,6 +271,8 @@ pub fn delete(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         (None, None) => return Err(ApiError::not_found(&info.group, &info.plural, &name)),
     };
     if deleted && !info.delete_returns_object {
+        let mut success_details = crate::api_error::details(&info.group, &info.plural, &name);
+        success_details["uid"] = json!(meta::meta_str(&obj, "uid"));
         return Ok(json_response(
             StatusCode::OK,
             &json!({
@@ -277,12 +280,7 @@ pub fn delete(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 "apiVersion": "v1",
                 "metadata": {},
                 "status": "Success",
-                "details": {
-                    "name": name,
-                    "group": info.group,
-                    "kind": info.plural,
-                    "uid": meta::meta_str(&obj, "uid"),
-                },
+                "details": success_details,
             }),
         ));
     }
@@ -299,7 +297,7 @@ pub fn delete_collection(state: &SharedState, req: &ResourceRequest) -> Result<R
     let filter = ListFilter::from_query(&req.info, &req.query)?;
     let (objects, rv) = state
         .store
-        .list(&req.info.group_resource(), req.namespace.as_deref());
+        .list(&req.info.storage_key(), req.namespace.as_deref());
     let mut items = Vec::new();
     for obj in objects.iter().filter(|o| filter.matches(o)) {
         let ns = meta::meta_str(obj, "namespace").unwrap_or("");

@@ -73,7 +73,7 @@ pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response,
     let name = req.name.as_deref().unwrap_or("");
     let obj = state
         .store
-        .get(&req.info.group_resource(), req.namespace_or_empty(), name)
+        .get(&req.info.storage_key(), req.namespace_or_empty(), name)
         .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
     Ok(json_response(StatusCode::OK, &scale_of(&req.info, &obj)))
 }
@@ -91,7 +91,7 @@ fn write_scale(
     let manager = crate::patch_glue::field_manager(req);
     let now = meta::now_rfc3339();
     let outcome = state.store.write(
-        &info.group_resource(),
+        &info.storage_key(),
         req.namespace_or_empty(),
         &name,
         |current, _| {

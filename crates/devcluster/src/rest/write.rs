@@ -71,21 +71,32 @@ fn dry_run(req: &ResourceRequest) -> bool {
     req.query.get("dryRun") == Some("All")
 }
 
-fn check_namespace(state: &SharedState, req: &ResourceRequest) -> Result<(), ApiError> {
+/// Namespace lifecycle admission: content goes only into an existing namespace that is not
+/// terminating. `name` is the object's name as requested (empty for generateName).
+fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Result<(), ApiError> {
     let Some(ns) = req.namespace.as_deref() else {
         return Ok(());
     };
     match state.store.get("namespaces", "", ns) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
-            403,
-            "Forbidden",
-            format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                crate::registry::group_resource(&req.info.group, &req.info.plural),
-                req.name.as_deref().unwrap_or("")
-            ),
-        )),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
+            let mut e = ApiError::forbidden(
+                &req.info.group,
+                &req.info.plural,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            );
+            if let Some(d) = e.details.as_mut() {
+                d["causes"] = json!([{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {ns} is being terminated"),
+                    "field": "metadata.namespace",
+                }]);
+            }
+            Err(e)
+        }
         Some(_) => Ok(()),
     }
 }
@@ -109,6 +120,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
     crate::builtin_types::admit(&req.query, &info, &mut obj)?;
+    let mut obj = crate::event_versions::into_storage(&info, obj);
     let ns = req.namespace_or_empty().to_string();
     if let Some(body_ns) = meta::meta_str(&obj, "namespace")
         && !body_ns.is_empty()
@@ -124,7 +136,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    check_namespace(state, req)?;
+    check_namespace(state, req, meta::meta_str(&obj, "name").unwrap_or_default())?;
     let generate = meta::meta_str(&obj, "generateName").map(String::from);
     let explicit = meta::meta_str(&obj, "name")
         .filter(|n| !n.is_empty())
@@ -174,10 +186,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         }
     }
     if let Some(o) = obj.as_object_mut() {
-        o.insert(
-            "apiVersion".into(),
-            json!(info.api_version(info.storage_version())),
-        );
+        o.insert("apiVersion".into(), json!(info.stored_api_version()));
         o.insert("kind".into(), json!(info.kind));
         if info.has_status && info.is_custom() {
             o.remove("status");
@@ -219,7 +228,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         let mut dry_result = None;
         let result = state
             .store
-            .write(&info.group_resource(), &ns, &name, |current, _rv| {
+            .write(&info.storage_key(), &ns, &name, |current, _rv| {
                 if current.is_some() {
                     return Err(ApiError::already_exists(&info.group, &info.plural, &name));
                 }
@@ -377,10 +386,19 @@ pub(super) fn spec_changed(old: &Value, new: &Value) -> bool {
     strip(old) != strip(new)
 }
 
-/// After computing the new object: a terminating object whose last finalizer went is deleted.
+/// After computing the new object: a terminating object whose last finalizer went is deleted,
+/// unless it is still in a grace period (a terminating pod stays until its kubelet deletes it
+/// with grace 0, however often its status is written meanwhile).
 fn finish(new: Value) -> WriteOp {
-    if new.pointer("/metadata/deletionTimestamp").is_some() && meta::finalizers(&new).is_empty() {
-        WriteOp::Delete
+    let in_grace_period = new
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    if new.pointer("/metadata/deletionTimestamp").is_some()
+        && meta::finalizers(&new).is_empty()
+        && !in_grace_period
+    {
+        WriteOp::DeleteWith(new)
     } else {
         WriteOp::Put(new)
     }
@@ -415,6 +433,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     check_type_meta(req, &body)?;
     let info = req.info.clone();
     crate::builtin_types::admit(&req.query, &info, &mut body)?;
+    let body = crate::event_versions::into_storage(&info, body);
     let name = req.name.clone().unwrap_or_default();
     if let Some(n) = meta::meta_str(&body, "name")
         && n != name
@@ -435,10 +454,10 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     if info.allow_create_on_update
         && state
             .store
-            .get(&info.group_resource(), req.namespace_or_empty(), &name)
+            .get(&info.storage_key(), req.namespace_or_empty(), &name)
             .is_none()
     {
-        check_namespace(state, req)?;
+        check_namespace(state, req, &name)?;
     }
     let body_rv = meta::meta_str(&body, "resourceVersion")
         .filter(|s| !s.is_empty())
@@ -449,7 +468,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut dry_result = None;
     let now = meta::now_rfc3339();
     let outcome = state.store.write(
-        &info.group_resource(),
+        &info.storage_key(),
         req.namespace_or_empty(),
         &name,
         |current, _| {
@@ -530,6 +549,7 @@ fn admit_new_object(
     now: &str,
 ) -> Result<Value, ApiError> {
     crate::builtin_types::admit(&req.query, info, &mut created)?;
+    let mut created = crate::event_versions::into_storage(info, created);
     if let Some(m) = meta::metadata_mut(&mut created) {
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(meta::new_uid()));
@@ -547,10 +567,7 @@ fn admit_new_object(
         }
     }
     if let Some(o) = created.as_object_mut() {
-        o.insert(
-            "apiVersion".into(),
-            json!(info.api_version(info.storage_version())),
-        );
+        o.insert("apiVersion".into(), json!(info.stored_api_version()));
         o.insert("kind".into(), json!(info.kind));
         if info.has_status && info.is_custom() {
             o.remove("status");
@@ -596,16 +613,13 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     let mut dry_result = None;
     let ns = req.namespace_or_empty().to_string();
     let needs_namespace_check = kind == crate::patch_glue::PatchKind::Apply
-        && state
-            .store
-            .get(&info.group_resource(), &ns, &name)
-            .is_none();
+        && state.store.get(&info.storage_key(), &ns, &name).is_none();
     if needs_namespace_check {
-        check_namespace(state, req)?;
+        check_namespace(state, req, &name)?;
     }
     let outcome = state
         .store
-        .write(&info.group_resource(), &ns, &name, |current, _| {
+        .write(&info.storage_key(), &ns, &name, |current, _| {
             let Some(current) = current else {
                 if kind != crate::patch_glue::PatchKind::Apply || sub.is_some() {
                     return Err(ApiError::not_found(&info.group, &info.plural, &name));
@@ -630,6 +644,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 &now,
             )?;
             crate::builtin_types::admit(&req.query, &info, &mut patched)?;
+            let patched = crate::event_versions::into_storage(&info, patched);
             if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta::meta_str(current, "resourceVersion")
             {

@@ -149,3 +149,114 @@ async fn kubectl_apply_get_watch_delete() {
     let (ok, out) = kubectl(&kc, &["get", "sandbox", "hello-world", "-n", &hello_ns]).await;
     assert!(!ok && out.contains("NotFound"), "{out}");
 }
+
+/// The first line's words (a table's column headers).
+fn header_words(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_node_table_and_replica_sets() {
+    if !kubectl_available() {
+        eprintln!("kubectl not on PATH: skipping kubectl_explain_node_table_and_replica_sets");
+        return;
+    }
+    let dc = start().await;
+    let kc = dc.kubeconfig_path().to_path_buf();
+    let crds = spec_dir().join("reference-crds").display().to_string();
+    let (ok, out) = kubectl(&kc, &["apply", "-f", &crds]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            "crd",
+            "--all",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+
+    // kubectl explain reads the CRD's schema from /openapi/v3.
+    let (ok, out) = kubectl(&kc, &["explain", "sandbox.spec"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("KIND:       Sandbox"), "{out}");
+    assert!(out.contains("GROUP:      agents.x-k8s.io"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("podTemplate") && l.contains("-required-")),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        &kc,
+        &["explain", "sandboxwarmpool.spec.sandboxTemplateRef.name"],
+    )
+    .await;
+    assert!(ok && out.contains("FIELD: name <string>"), "{out}");
+    let (ok, out) = kubectl(&kc, &["explain", "sandbox.spec.nothing"]).await;
+    assert!(
+        !ok && out.contains("field \"nothing\" does not exist"),
+        "{out}"
+    );
+
+    // kubectl get nodes: NAME STATUS ROLES AGE VERSION.
+    let (ok, out) = kubectl(&kc, &["get", "nodes"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        header_words(&out),
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{out}"
+    );
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("devcluster-node-0 "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!((row[1], row[2]), ("Ready", "<none>"), "{out}");
+    assert!(row[4].starts_with("v1."), "{out}");
+    let (ok, out) = kubectl(&kc, &["get", "nodes", "-o", "wide"]).await;
+    assert!(ok && header_words(&out).contains(&"INTERNAL-IP"), "{out}");
+
+    // ReplicaSets are stored (no controller), so get all and describe deployment find them.
+    let manifest = std::env::temp_dir().join(format!("rs-{}.yaml", std::process::id()));
+    std::fs::write(
+        &manifest,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: nginx}]}\n---\napiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web-1, labels: {app: web}}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: nginx}]}\n",
+    )
+    .unwrap();
+    let (ok, out) = kubectl(&kc, &["apply", "-f", &manifest.display().to_string()]).await;
+    let _ = std::fs::remove_file(&manifest);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&kc, &["get", "rs"]).await;
+    assert!(ok, "{out}");
+    assert_eq!(
+        header_words(&out),
+        ["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
+        "{out}"
+    );
+    let (ok, out) = kubectl(&kc, &["get", "all"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("replicaset.apps/web-1"), "{out}");
+    assert!(out.contains("deployment.apps/web"), "{out}");
+    let (ok, out) = kubectl(&kc, &["describe", "deployment", "web"]).await;
+    assert!(
+        ok && out.contains("Selector:") && out.contains("app=web"),
+        "{out}"
+    );
+    let (ok, out) = kubectl(&kc, &["scale", "rs", "web-1", "--replicas=3"]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &kc,
+        &["get", "rs", "web-1", "-o", "jsonpath={.spec.replicas}"],
+    )
+    .await;
+    assert!(ok && out == "3", "{out}");
+}

@@ -1,6 +1,7 @@
 //! End-to-end tests of devcluster against real clients: kube-rs `Api` and `Controller`, and
 //! kubectl. Every test starts its own in-process cluster on a free port.
 
+mod compat;
 mod controller;
 mod crds;
 mod crud;

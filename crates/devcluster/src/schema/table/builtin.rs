@@ -7,11 +7,13 @@ use serde_json::Value;
 use super::{CellSource, Column};
 
 mod event;
+mod node;
 mod pod;
 #[cfg(test)]
 mod tests;
 
 use event::*;
+use node::*;
 use pod::*;
 
 const NONE: &str = "<none>";
@@ -327,6 +329,75 @@ pub fn builtin_columns(kind: &str) -> Vec<Column> {
             ),
             computed("Available", "integer", "Available replicas.", 0, |o, _| {
                 Value::from(int(o, "/status/availableReplicas"))
+            }),
+            age(),
+            computed("Containers", "string", "Container names.", 1, |o, _| {
+                Value::String(join_field(arr(o, "/spec/template/spec/containers"), "name"))
+            }),
+            computed("Images", "string", "Container images.", 1, |o, _| {
+                Value::String(join_field(
+                    arr(o, "/spec/template/spec/containers"),
+                    "image",
+                ))
+            }),
+            computed("Selector", "string", "The pod selector.", 1, |o, _| {
+                or_none(format_label_selector(ptr(o, "/spec/selector")))
+            }),
+        ],
+        "Node" => vec![
+            name,
+            computed("Status", "string", "The node's readiness.", 0, node_status),
+            computed("Roles", "string", "The node's roles.", 0, node_roles),
+            age(),
+            computed("Version", "string", "The kubelet version.", 0, |o, _| {
+                Value::String(s(ptr(o, "/status/nodeInfo/kubeletVersion")))
+            }),
+            computed(
+                "Internal-IP",
+                "string",
+                "The internal address.",
+                1,
+                node_internal_ip,
+            ),
+            computed(
+                "External-IP",
+                "string",
+                "The external address.",
+                1,
+                node_external_ip,
+            ),
+            computed(
+                "OS-Image",
+                "string",
+                "The operating system image.",
+                1,
+                node_os_image,
+            ),
+            computed(
+                "Kernel-Version",
+                "string",
+                "The kernel version.",
+                1,
+                node_kernel_version,
+            ),
+            computed(
+                "Container-Runtime",
+                "string",
+                "The container runtime and its version.",
+                1,
+                node_container_runtime,
+            ),
+        ],
+        "ReplicaSet" => vec![
+            name,
+            computed("Desired", "integer", "Desired replicas.", 0, |o, _| {
+                Value::from(int(o, "/spec/replicas"))
+            }),
+            computed("Current", "integer", "Current replicas.", 0, |o, _| {
+                Value::from(int(o, "/status/replicas"))
+            }),
+            computed("Ready", "integer", "Ready replicas.", 0, |o, _| {
+                Value::from(int(o, "/status/readyReplicas"))
             }),
             age(),
             computed("Containers", "string", "Container names.", 1, |o, _| {

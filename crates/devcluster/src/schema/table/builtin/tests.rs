@@ -288,3 +288,90 @@ fn events_and_fallback() {
     );
     assert_eq!(rb, json!(["rb", "Role/r", "<unknown>", "u", "", "ns/sa"]));
 }
+
+#[test]
+fn node_rows_show_status_roles_and_version() {
+    let (names, prios, cells) = one_row(
+        "Node",
+        json!({
+            "metadata": {"name": "node-0", "creationTimestamp": "2024-03-01T11:00:00Z", "labels": {
+                "node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "worker",
+                "kubernetes.io/hostname": "node-0"}},
+            "spec": {"unschedulable": true},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.2"}],
+                "nodeInfo": {"kubeletVersion": "v1.36.0", "containerRuntimeVersion": "sim://1"},
+            },
+        }),
+    );
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Status",
+            "Roles",
+            "Age",
+            "Version",
+            "Internal-IP",
+            "External-IP",
+            "OS-Image",
+            "Kernel-Version",
+            "Container-Runtime"
+        ]
+    );
+    assert_eq!(prios, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+    assert_eq!(
+        cells,
+        json!([
+            "node-0",
+            "Ready,SchedulingDisabled",
+            "control-plane,worker",
+            "60m",
+            "v1.36.0",
+            "127.0.0.2",
+            "<none>",
+            "<unknown>",
+            "<unknown>",
+            "sim://1"
+        ])
+    );
+    let (_, _, cells) = one_row(
+        "Node",
+        json!({"metadata": {"name": "n"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    );
+    assert_eq!(cells[1], "NotReady");
+    assert_eq!(cells[2], "<none>");
+    let (_, _, cells) = one_row("Node", json!({"metadata": {"name": "n"}}));
+    assert_eq!(cells[1], "Unknown");
+}
+
+#[test]
+fn replica_set_rows() {
+    let (names, _, cells) = one_row(
+        "ReplicaSet",
+        json!({
+            "metadata": {"name": "web-5d4f", "creationTimestamp": "2024-03-01T11:59:00Z"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+            "status": {"replicas": 2, "readyReplicas": 1},
+        }),
+    );
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ]
+    );
+    assert_eq!(
+        cells,
+        json!(["web-5d4f", 3, 2, 1, "60s", "c", "nginx", "app=web"])
+    );
+}
