@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::keys::NAME_HASH_LABEL;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
+use crate::triggers::settled;
 
 /// How to run the Sandbox controller.
 #[derive(Debug, Clone)]
@@ -138,32 +139,52 @@ impl SandboxController {
             watcher::Config::default()
         };
 
-        let sandbox_stream = watcher(
-            Api::<Sandbox>::all(client.clone()),
-            watcher::Config::default(),
+        // Every trigger is emitted only once the store it came from reflects it (a relist's
+        // triggers wait for the relist to complete), and no Sandbox is reconciled before the
+        // child stores finished their first list: see `triggers`.
+        let children = stores.clone();
+        let sandbox_stream = settled(
+            watcher(
+                Api::<Sandbox>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|s: &mut Sandbox| s.metadata.managed_fields = None)
+            .reflect(sb_w),
+            stores.sandboxes.clone(),
+            false,
         )
-        .default_backoff()
-        .reflect(sb_w)
-        .applied_objects()
+        .gated(async move {
+            children.wait_until_children_ready().await;
+        })
         .predicate_filter(sandbox_trigger, PredicateConfig::default());
-        let pod_stream = watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+        let pod_stream = settled(
+            watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+                .default_backoff()
+                .modify(slim_pod)
+                .reflect(pod_w),
+            stores.pods.clone(),
+            true,
+        );
+        let svc_stream = settled(
+            watcher(Api::<Service>::all(client.clone()), child_config)
+                .default_backoff()
+                .modify(|s: &mut Service| s.metadata.managed_fields = None)
+                .reflect(svc_w),
+            stores.services.clone(),
+            true,
+        );
+        let pvc_stream = settled(
+            watcher(
+                Api::<PersistentVolumeClaim>::all(client.clone()),
+                watcher::Config::default(),
+            )
             .default_backoff()
-            .modify(slim_pod)
-            .reflect(pod_w)
-            .touched_objects();
-        let svc_stream = watcher(Api::<Service>::all(client.clone()), child_config)
-            .default_backoff()
-            .modify(|s: &mut Service| s.metadata.managed_fields = None)
-            .reflect(svc_w)
-            .touched_objects();
-        let pvc_stream = watcher(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
-        .reflect(pvc_w)
-        .touched_objects();
+            .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
+            .reflect(pvc_w),
+            stores.pvcs.clone(),
+            true,
+        );
 
         let recorder = options.settings.events.then(|| {
             Recorder::new(
@@ -210,6 +231,11 @@ impl SandboxController {
                 if let Err(err) = res {
                     match err {
                         controller::Error::ObjectNotFound(_) => {}
+                        controller::Error::QueueError(err) => {
+                            // The watcher retries with backoff and relists after a 410; the
+                            // relist's changes trigger reconciles once the store holds them.
+                            tracing::warn!(error = %err, "watch failed; retrying");
+                        }
                         other => tracing::debug!(error = %other, "controller event"),
                     }
                 }
@@ -244,8 +270,12 @@ where
 /// Stores are synced when every reflector has completed its initial list.
 impl Stores {
     pub async fn wait_until_ready(&self) -> bool {
-        wait_store(&self.sandboxes).await
-            && wait_store(&self.pods).await
+        wait_store(&self.sandboxes).await && self.wait_until_children_ready().await
+    }
+
+    /// The Pod, Service and PVC stores completed their first list.
+    pub async fn wait_until_children_ready(&self) -> bool {
+        wait_store(&self.pods).await
             && wait_store(&self.services).await
             && wait_store(&self.pvcs).await
     }

@@ -15,6 +15,7 @@ pub mod ownership;
 pub mod reconcile;
 pub mod status;
 pub mod tracing_context;
+pub mod triggers;
 
 pub use context::Settings;
 pub use controller::{ControllerOptions, SandboxController};

@@ -26,7 +26,12 @@ use tracing::{Instrument, field};
 use crate::context::Context;
 
 /// How long a Sandbox whose Pod is not Ready waits for an event before it is looked at again.
-const NOT_READY_RECHECK: Duration = Duration::from_secs(15);
+///
+/// Defence in depth only: Pod changes reach the reconciler through the Pod watch, including
+/// those only a relist reveals (`triggers` emits them once the store holds them). This re-check
+/// bounds the damage of a bug in that chain we do not know of, at a cost of one cache-only pass
+/// per not-Ready Sandbox per interval (it writes nothing unless something changed).
+const NOT_READY_RECHECK: Duration = Duration::from_secs(300);
 use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
@@ -124,8 +129,7 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
                 return Err(err);
             }
             // A Sandbox still waiting for its Pod is looked at again after a while even without
-            // an event, so one missed Pod update cannot leave it not Ready forever. It reads
-            // only caches and writes nothing unless something changed.
+            // an event (see NOT_READY_RECHECK).
             let waiting = status::ready_condition_of(&new_status)
                 .is_some_and(|c| c.status != "True")
                 && sandbox.spec.effective_operating_mode() != OperatingMode::Suspended;
