@@ -11,6 +11,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use crate::coalesce::ProgressHolds;
 use crate::metrics::Metrics;
 
 /// Field manager recorded on the objects this controller creates.
@@ -23,6 +24,9 @@ pub struct Settings {
     pub cluster_domain: String,
     /// Publish Kubernetes Events.
     pub events: bool,
+    /// How long a status change that is only progress towards Ready may be held back so that
+    /// it is written together with later news (see `coalesce`). Zero writes every change.
+    pub status_progress_window: Duration,
 }
 
 impl Default for Settings {
@@ -30,6 +34,7 @@ impl Default for Settings {
         Settings {
             cluster_domain: "cluster.local".to_string(),
             events: true,
+            status_progress_window: crate::coalesce::DEFAULT_PROGRESS_WINDOW,
         }
     }
 }
@@ -57,6 +62,8 @@ pub struct Context {
     /// produced: a pass that runs before the watch delivered that write computes from it instead
     /// of from the stale cached status (no re-stamped transition times, no duplicate write).
     written: Mutex<HashMap<ObjectRef<Sandbox>, (u64, SandboxStatus)>>,
+    /// Progress-only status writes being held back.
+    pub progress: ProgressHolds,
 }
 
 /// Upper bound of the retry backoff after repeated failures.
@@ -79,6 +86,7 @@ impl Context {
             failures: Mutex::default(),
             latency_recorded: Mutex::default(),
             written: Mutex::default(),
+            progress: ProgressHolds::default(),
         }
     }
 
@@ -148,6 +156,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
+        self.progress.release(&key);
     }
 
     /// Drops the per-Sandbox memory of Sandboxes that no longer exist (deleted objects never
@@ -171,6 +180,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|u| uids.contains(u));
+        self.progress.retain(|k| keys.contains(k));
     }
 
     /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).
@@ -186,6 +196,7 @@ impl Context {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .len()
+            + self.progress.len()
     }
 
     /// True the first time it is called for `uid` in this process.

@@ -26,12 +26,19 @@ pub fn start_controller(api: &FakeApi) -> Running {
 }
 
 pub fn start_controller_with_events(api: &FakeApi, events: bool) -> Running {
+    start_controller_with(api, |s| s.events = events)
+}
+
+/// Starts the controller with the test defaults, adjusted by `tweak`.
+pub fn start_controller_with(api: &FakeApi, tweak: impl FnOnce(&mut Settings)) -> Running {
     let mut registry = Registry::default();
+    let mut settings = Settings {
+        cluster_domain: "cluster.local".into(),
+        ..Settings::default()
+    };
+    tweak(&mut settings);
     let options = ControllerOptions {
-        settings: Settings {
-            cluster_domain: "cluster.local".into(),
-            events,
-        },
+        settings,
         workers: 8,
         ..Default::default()
     };
