@@ -168,10 +168,25 @@ impl Context {
             .map(|s| ObjectRef::from_obj(s.as_ref()))
             .collect();
         let uids: HashSet<String> = live.iter().filter_map(|s| s.metadata.uid.clone()).collect();
+        // A remembered write is dropped once the cache holds it (or something newer).
+        let cached_rv: HashMap<ObjectRef<Sandbox>, Option<u64>> = live
+            .iter()
+            .map(|s| {
+                let rv = s.metadata.resource_version.as_deref();
+                (
+                    ObjectRef::from_obj(s.as_ref()),
+                    rv.and_then(|rv| rv.parse().ok()),
+                )
+            })
+            .collect();
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, _| keys.contains(k));
+            .retain(|k, (written_rv, _)| match cached_rv.get(k) {
+                None => false,
+                Some(Some(cached)) => cached < written_rv,
+                Some(None) => true,
+            });
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -329,6 +344,19 @@ mod memory_tests {
         assert_eq!(ctx.next_backoff(key.clone(), base), MAX_BACKOFF);
         ctx.reset_backoff(&key);
         assert_eq!(ctx.next_backoff(key, base), base);
+    }
+
+    #[tokio::test]
+    async fn remembered_writes_are_dropped_once_the_cache_holds_them() {
+        let mut caught_up = sandbox("caught-up");
+        caught_up.metadata.resource_version = Some("20".into());
+        let mut lagging = sandbox("lagging");
+        lagging.metadata.resource_version = Some("20".into());
+        let ctx = context(&[&caught_up, &lagging]);
+        ctx.remember_written(&caught_up, Some("20"), SandboxStatus::default());
+        ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
+        ctx.prune_departed();
+        assert_eq!(ctx.remembered(), 1, "only the write the cache lacks stays");
     }
 
     #[tokio::test]
