@@ -1,6 +1,7 @@
 //! What every reconcile shares: the client, the reflector stores it reads from, the event
 //! recorder, metrics and settings.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
 use crate::coalesce::ProgressHolds;
+use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
 
 /// Field manager recorded on the objects this controller creates.
@@ -64,7 +66,14 @@ pub struct Context {
     written: Mutex<HashMap<ObjectRef<Sandbox>, (u64, SandboxStatus)>>,
     /// Progress-only status writes being held back.
     pub progress: ProgressHolds,
+    /// The last `pod-name` annotation value this process wrote per Sandbox (`None`: removed),
+    /// with the resourceVersion the write produced; like `written`, for passes that run before
+    /// the watch delivered the write (so the annotation is not written twice).
+    pod_name_written: Mutex<HashMap<ObjectRef<Sandbox>, WrittenPodName>>,
 }
+
+/// A `pod-name` annotation write: resourceVersion it produced, value (`None`: removed).
+type WrittenPodName = (u64, Option<String>);
 
 /// Upper bound of the retry backoff after repeated failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -87,6 +96,7 @@ impl Context {
             latency_recorded: Mutex::default(),
             written: Mutex::default(),
             progress: ProgressHolds::default(),
+            pod_name_written: Mutex::default(),
         }
     }
 
@@ -145,6 +155,63 @@ impl Context {
         }
     }
 
+    /// Remembers a `pod-name` annotation write (`None`: removed) with the resulting
+    /// resourceVersion.
+    pub fn remember_pod_name(
+        &self,
+        sandbox: &Sandbox,
+        resource_version: Option<&str>,
+        value: Option<String>,
+    ) {
+        let key = ObjectRef::from_obj(sandbox);
+        let mut written = self
+            .pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
+            Some(rv) => {
+                written.insert(key, (rv, value));
+            }
+            None => {
+                written.remove(&key);
+            }
+        }
+    }
+
+    /// The Sandbox as this pass should see it: the cached object, with the `pod-name`
+    /// annotation this process wrote last if the cache has not caught up with that write.
+    pub fn with_own_writes<'a>(&self, sandbox: &'a Sandbox) -> Cow<'a, Sandbox> {
+        let key = ObjectRef::from_obj(sandbox);
+        let cached_rv = sandbox
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok());
+        let mut written = self
+            .pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some((rv, value)) = written.get(&key) else {
+            return Cow::Borrowed(sandbox);
+        };
+        match cached_rv {
+            Some(cached) if cached < *rv => {
+                let mut own = sandbox.clone();
+                let annotations = own.metadata.annotations.get_or_insert_default();
+                match value {
+                    Some(v) => annotations.insert(POD_NAME_ANNOTATION.to_string(), v.clone()),
+                    None => annotations.remove(POD_NAME_ANNOTATION),
+                };
+                Cow::Owned(own)
+            }
+            Some(_) => {
+                written.remove(&key);
+                Cow::Borrowed(sandbox)
+            }
+            None => Cow::Borrowed(sandbox),
+        }
+    }
+
     /// Forgets per-Sandbox memory (the Sandbox is gone).
     pub fn forget(&self, sandbox: &Sandbox) {
         let key = ObjectRef::from_obj(sandbox);
@@ -157,6 +224,10 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
         self.progress.release(&key);
+        self.pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
     }
 
     /// Drops the per-Sandbox memory of Sandboxes that no longer exist (deleted objects never
@@ -179,14 +250,19 @@ impl Context {
                 )
             })
             .collect();
+        let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| match cached_rv.get(k) {
+            None => false,
+            Some(Some(cached)) => cached < written_rv,
+            Some(None) => true,
+        };
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, (written_rv, _)| match cached_rv.get(k) {
-                None => false,
-                Some(Some(cached)) => cached < written_rv,
-                Some(None) => true,
-            });
+            .retain(|k, (rv, _)| still_ahead(k, rv));
+        self.pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, (rv, _)| still_ahead(k, rv));
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -212,6 +288,11 @@ impl Context {
                 .unwrap_or_else(|e| e.into_inner())
                 .len()
             + self.progress.len()
+            + self
+                .pod_name_written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
     }
 
     /// True the first time it is called for `uid` in this process.
@@ -357,6 +438,28 @@ mod memory_tests {
         ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
         ctx.prune_departed();
         assert_eq!(ctx.remembered(), 1, "only the write the cache lacks stays");
+    }
+
+    #[tokio::test]
+    async fn a_pass_before_the_cache_caught_up_sees_the_pod_name_it_wrote() {
+        let mut sb = sandbox("annotated");
+        sb.metadata.resource_version = Some("10".into());
+        let ctx = context(&[&sb]);
+        ctx.remember_pod_name(&sb, Some("11"), Some("annotated".into()));
+        let seen = ctx.with_own_writes(&sb);
+        assert_eq!(
+            seen.metadata
+                .annotations
+                .as_ref()
+                .map(|a| a[POD_NAME_ANNOTATION].as_str()),
+            Some("annotated")
+        );
+        sb.metadata.resource_version = Some("11".into());
+        assert!(
+            matches!(ctx.with_own_writes(&sb), Cow::Borrowed(_)),
+            "the cache caught up: it wins"
+        );
+        assert_eq!(ctx.remembered(), 0);
     }
 
     #[tokio::test]

@@ -92,7 +92,8 @@ fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Sandbox> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
 }
 
-async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_sandbox(cached: &Sandbox, ctx: &Context) -> Result<Action, Error> {
+    let sandbox = &*ctx.with_own_writes(cached);
     if sandbox.metadata.deletion_timestamp.is_some() {
         // No finalizer: children go through garbage collection of their owner references.
         ctx.forget(sandbox);

@@ -175,3 +175,34 @@ async fn a_claimed_warm_sandbox_costs_one_pod_patch_and_no_sandbox_write() {
     );
     ctl.stop().await;
 }
+
+#[tokio::test]
+async fn a_pass_ahead_of_the_sandbox_cache_does_not_write_the_pod_name_again() {
+    let api = FakeApi::new();
+    // From the Pod create on, the controller's Sandbox watch lags: it does not see its own
+    // `pod-name` annotation write before the Pod's events trigger the next passes.
+    let lagging = api.clone();
+    api.inject_fault(move |method, path| {
+        if method == "POST" && path.ends_with("/pods") {
+            lagging.pause_watches("sandboxes");
+        }
+        None
+    });
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    api.apply("sandboxes", sandbox("lag", json!({})));
+    wait_for("pod", || api.get("pods", NS, "lag")).await;
+    start_pod(&api, "lag", "127.0.0.33");
+    wait_ready(&api, "lag").await;
+    api.clear_fault();
+    api.expire_watches("sandboxes");
+    tokio::time::sleep(WINDOW + Duration::from_millis(300)).await;
+    assert_eq!(
+        writes_about(&api, "lag"),
+        counts(&[
+            ("POST pods", 1),
+            ("PATCH sandboxes", 1),
+            ("PATCH sandboxes/status", 1),
+        ])
+    );
+    ctl.stop().await;
+}
