@@ -197,6 +197,27 @@ async fn events_written_through_either_api_are_read_through_both() {
         1,
         "core `source` is source.component"
     );
+    // A new-style event must be complete, as a real server checks it.
+    let (code, status) = raw(
+        &client,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        Some(json!({
+            "metadata": {"name": "incomplete"},
+            "regarding": {"kind": "ConfigMap", "name": "observed", "namespace": "default"},
+            "reportingController": "example-controller", "reportingInstance": "example-0",
+            "reason": "Observed", "type": "Normal", "note": "no eventTime, no action",
+        })),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["eventTime", "action"], "{status}");
     // Deleting through one API removes it from both.
     v1.delete("observed.legacy", &DeleteParams::default())
         .await
