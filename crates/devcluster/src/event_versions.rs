@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::api_error::Cause;
 use crate::registry::{ResourceInfo, SharedStorage};
 
 /// (core name, events.k8s.io/v1 name) of the fields that are renamed.
@@ -150,6 +151,87 @@ pub fn from_storage(info: &ResourceInfo, obj: Value) -> Value {
     }
 }
 
+/// Length limits of `events.k8s.io/v1` fields.
+const SHORT_FIELD_LIMIT: usize = 128;
+const NOTE_LIMIT: usize = 1024;
+
+/// What a real server refuses in an Event created through `events.k8s.io/v1` (`obj` in the v1
+/// form): the fields a new-style event must have, and none of the deprecated ones.
+pub fn events_v1_create_causes(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or("");
+    let invalid = |field: &str, value: &str, why: String| Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {value:?}: {why}"),
+        field: field.into(),
+    };
+    let required = |field: &str| Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    };
+    if !is_present(obj.get("eventTime")) {
+        causes.push(required("eventTime"));
+    }
+    let controller = text("reportingController");
+    if controller.is_empty() {
+        causes.push(required("reportingController"));
+    } else if let Some(problem) = crate::selector::qualified_name_problem(controller) {
+        causes.push(invalid("reportingController", controller, problem));
+    }
+    for key in ["reportingInstance", "action", "reason"] {
+        let value = text(key);
+        if value.is_empty() {
+            causes.push(required(key));
+        } else if value.len() > SHORT_FIELD_LIMIT {
+            causes.push(Cause {
+                reason: "FieldValueTooLong".into(),
+                message: format!("Too long: may not be more than {SHORT_FIELD_LIMIT} bytes"),
+                field: key.into(),
+            });
+        }
+    }
+    if text("note").len() > NOTE_LIMIT {
+        causes.push(Cause {
+            reason: "FieldValueTooLong".into(),
+            message: format!("Too long: may not be more than {NOTE_LIMIT} bytes"),
+            field: "note".into(),
+        });
+    }
+    let type_ = text("type");
+    if type_ != "Normal" && type_ != "Warning" {
+        causes.push(invalid(
+            "type",
+            type_,
+            "must be Normal or Warning".to_string(),
+        ));
+    }
+    for key in [
+        "deprecatedFirstTimestamp",
+        "deprecatedLastTimestamp",
+        "deprecatedCount",
+    ] {
+        if is_present(obj.get(key)) && obj.get(key) != Some(&json!(0)) {
+            causes.push(invalid(key, "", "needs to be unset".to_string()));
+        }
+    }
+    if obj
+        .get("deprecatedSource")
+        .and_then(Value::as_object)
+        .is_some_and(|s| {
+            s.values()
+                .any(|v| v.as_str().is_some_and(|v| !v.is_empty()))
+        })
+    {
+        causes.push(invalid(
+            "deprecatedSource",
+            "",
+            "needs to be unset".to_string(),
+        ));
+    }
+    causes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +281,33 @@ mod tests {
         let mut expected = original.clone();
         expected["deprecatedSource"] = json!({});
         assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn new_style_events_need_their_fields_and_none_of_the_deprecated_ones() {
+        assert_eq!(events_v1_create_causes(&recorder_event()), vec![]);
+        let mut bare = recorder_event();
+        for key in ["eventTime", "action", "reportingInstance"] {
+            bare.as_object_mut().unwrap().remove(key);
+        }
+        bare["type"] = json!("Bogus");
+        bare["deprecatedCount"] = json!(3);
+        bare["reportingController"] = json!("not a name!");
+        let fields: Vec<String> = events_v1_create_causes(&bare)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.reason))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "eventTime: FieldValueRequired",
+                "reportingController: FieldValueInvalid",
+                "reportingInstance: FieldValueRequired",
+                "action: FieldValueRequired",
+                "type: FieldValueInvalid",
+                "deprecatedCount: FieldValueInvalid",
+            ]
+        );
     }
 
     #[test]

@@ -288,7 +288,9 @@ async fn run(
             msg = live.recv() => match msg {
                 Ok(e) => {
                     progress_rv = progress_rv.max(e.rv);
-                    if e.group_resource != group_resource {
+                    // Only changes after the requested version (one the store has not reached
+                    // yet included), as a real server's watch cache sends them.
+                    if e.group_resource != group_resource || e.rv <= s.from_rv {
                         continue;
                     }
                     if let Some(f) = w.frame_for(

@@ -71,6 +71,19 @@ fn dry_run(req: &ResourceRequest) -> bool {
     req.query.get("dryRun") == Some("All")
 }
 
+/// An Event created through `events.k8s.io/v1` must be a complete new-style event (422).
+fn check_new_event(info: &ResourceInfo, obj: &Value, name: &str) -> Result<(), ApiError> {
+    if info.shared_storage != Some(crate::registry::SharedStorage::EventsV1) {
+        return Ok(());
+    }
+    let causes = crate::event_versions::events_v1_create_causes(obj);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&info.group, &info.kind, name, causes))
+    }
+}
+
 /// Namespace lifecycle admission: content goes only into an existing namespace that is not
 /// terminating. `name` is the object's name as requested (empty for generateName).
 fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Result<(), ApiError> {
@@ -120,6 +133,11 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
     crate::builtin_types::admit(&req.query, &info, &mut obj)?;
+    check_new_event(
+        &info,
+        &obj,
+        meta::meta_str(&obj, "name").unwrap_or_default(),
+    )?;
     let mut obj = crate::event_versions::into_storage(&info, obj);
     let ns = req.namespace_or_empty().to_string();
     if let Some(body_ns) = meta::meta_str(&obj, "namespace")
@@ -549,6 +567,7 @@ fn admit_new_object(
     now: &str,
 ) -> Result<Value, ApiError> {
     crate::builtin_types::admit(&req.query, info, &mut created)?;
+    check_new_event(info, &created, name)?;
     let mut created = crate::event_versions::into_storage(info, created);
     if let Some(m) = meta::metadata_mut(&mut created) {
         m.insert("name".into(), json!(name));

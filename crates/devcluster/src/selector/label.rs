@@ -567,7 +567,7 @@ pub fn validate_label_key(key: &str) -> Result<(), SelectorError> {
     }
 }
 
-fn qualified_name_problem(key: &str) -> Option<String> {
+pub(crate) fn qualified_name_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

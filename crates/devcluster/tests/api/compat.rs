@@ -197,6 +197,27 @@ async fn events_written_through_either_api_are_read_through_both() {
         1,
         "core `source` is source.component"
     );
+    // A new-style event must be complete, as a real server checks it.
+    let (code, status) = raw(
+        &client,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        Some(json!({
+            "metadata": {"name": "incomplete"},
+            "regarding": {"kind": "ConfigMap", "name": "observed", "namespace": "default"},
+            "reportingController": "example-controller", "reportingInstance": "example-0",
+            "reason": "Observed", "type": "Normal", "note": "no eventTime, no action",
+        })),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["eventTime", "action"], "{status}");
     // Deleting through one API removes it from both.
     v1.delete("observed.legacy", &DeleteParams::default())
         .await
@@ -385,6 +406,39 @@ async fn a_read_at_a_future_resource_version_waits_then_times_out() {
             .iter()
             .any(|i| i["metadata"]["name"] == "arrives"),
         "{list}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_from_a_future_resource_version_sends_only_later_changes() {
+    let dc = start_without_nodes().await;
+    let client = dc.client();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (_, list) = raw(&client, "GET", path, None).await;
+    let current: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("list resourceVersion");
+    let url = format!(
+        "{path}?watch=true&resourceVersion={}&timeoutSeconds=2",
+        current + 2
+    );
+    let watching = tokio::spawn({
+        let client = client.clone();
+        async move { raw_text(&client, "GET", &url, None).await }
+    });
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    // Each create takes the next resourceVersion: current+1, +2, +3.
+    for name in ["before-1", "before-2", "after"] {
+        cms.create(&PostParams::default(), &configmap(name))
+            .await
+            .unwrap();
+    }
+    let (code, text) = watching.await.unwrap();
+    assert_eq!(code, 200, "{text}");
+    assert_eq!(
+        watch_frames(&text),
+        [("ADDED".to_string(), "after".to_string())]
     );
 }
 
