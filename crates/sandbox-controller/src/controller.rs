@@ -209,12 +209,13 @@ impl SandboxController {
             recorder,
         ));
 
-        // Forget per-Sandbox memory of deleted Sandboxes once a minute.
+        // Every 10 s, forget per-Sandbox memory of deleted Sandboxes and remembered writes the
+        // cache has caught up with (one pass over the Sandbox store).
         let janitor = {
             let ctx = ctx.clone();
             let stop = shutdown.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => break,
