@@ -7,11 +7,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use api_types::{Sandbox, SandboxStatus};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use crate::cached_pod::CachedPod;
 use crate::coalesce::ProgressHolds;
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
@@ -45,7 +46,7 @@ impl Default for Settings {
 #[derive(Clone)]
 pub struct Stores {
     pub sandboxes: Store<Sandbox>,
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     pub services: Store<Service>,
     pub pvcs: Store<PersistentVolumeClaim>,
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use api_types::Sandbox;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodSpec, Service};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
@@ -18,6 +18,7 @@ use kube::runtime::watcher;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use crate::cached_pod::CachedPod;
 use crate::context::{Context, Settings, Stores};
 use crate::error::Error;
 use crate::keys::NAME_HASH_LABEL;
@@ -56,7 +57,7 @@ pub struct SandboxController {
     stores: Stores,
     writers: (
         Writer<Sandbox>,
-        Writer<Pod>,
+        Writer<CachedPod>,
         Writer<Service>,
         Writer<PersistentVolumeClaim>,
     ),
@@ -83,40 +84,18 @@ fn sandbox_trigger(sb: &Sandbox) -> Option<u64> {
     Some(h.finish())
 }
 
-/// The cached Pod keeps what the controller reads: metadata (without managedFields), the node
-/// name, and of the status the phase, the `PodScheduled` and `Ready` conditions and the IPs.
-/// Pod writes are merge patches of labels, annotations and owner references only, so nothing
-/// dropped here is ever written back.
-fn slim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    pod.spec = Some(PodSpec {
-        node_name,
-        containers: Vec::new(),
-        ..Default::default()
-    });
-    if let Some(status) = pod.status.take() {
-        let conditions = status.conditions.map(|cs| {
-            cs.into_iter()
-                .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
-                .collect()
-        });
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            conditions,
-            pod_ip: status.pod_ip,
-            pod_ips: status.pod_ips,
-            ..Default::default()
-        });
-    }
-}
-
-/// The cached Sandbox drops managedFields and kubectl's last-applied copy of the whole object;
-/// the controller reads neither and never writes the cached object back.
+/// The cached Sandbox drops managedFields, kubectl's last-applied copy of the whole object and,
+/// unless it asks for a Service (whose ports come from the containers), the Pod template's
+/// spec: that is read only to create a Pod, which reads the Sandbox from the API server first
+/// (`reconcile::pod_step`). The template's metadata (labels and annotations propagated to the
+/// Pod on every pass) is kept. The controller never writes the cached object back.
 fn slim_sandbox(sandbox: &mut Sandbox) {
     sandbox.metadata.managed_fields = None;
     if let Some(annotations) = sandbox.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+    if sandbox.spec.blueprint.service != Some(true) {
+        sandbox.spec.blueprint.pod_template.spec = PodSpec::default();
     }
 }
 
@@ -127,7 +106,7 @@ impl SandboxController {
     /// Sandbox store) in `registry`.
     pub fn new(client: Client, options: ControllerOptions, registry: &mut Registry) -> Self {
         let (sandboxes, sb_w) = reflector::store::<Sandbox>();
-        let (pods, pod_w) = reflector::store::<Pod>();
+        let (pods, pod_w) = reflector::store::<CachedPod>();
         let (services, svc_w) = reflector::store::<Service>();
         let (pvcs, pvc_w) = reflector::store::<PersistentVolumeClaim>();
         let metrics = Metrics::register(registry, Some(sandboxes.clone()));
@@ -186,9 +165,9 @@ impl SandboxController {
         })
         .predicate_filter(sandbox_trigger, PredicateConfig::default());
         let pod_stream = settled(
-            watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+            watcher(Api::<CachedPod>::all(client.clone()), child_config.clone())
                 .default_backoff()
-                .modify(slim_pod)
+                .modify(CachedPod::slim)
                 .reflect(pod_w),
             stores.pods.clone(),
             true,
@@ -230,12 +209,13 @@ impl SandboxController {
             recorder,
         ));
 
-        // Forget per-Sandbox memory of deleted Sandboxes once a minute.
+        // Every 10 s, forget per-Sandbox memory of deleted Sandboxes and remembered writes the
+        // cache has caught up with (one pass over the Sandbox store).
         let janitor = {
             let ctx = ctx.clone();
             let stop = shutdown.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => break,
@@ -334,38 +314,6 @@ mod tests {
     }
 
     #[test]
-    fn cached_pods_keep_metadata_node_and_the_status_fields_read() {
-        let mut pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
-            "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
-                       "hostIP": "10.0.0.1", "qosClass": "BestEffort",
-                       "conditions": [
-                           {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
-                           {"type": "Initialized", "status": "True"},
-                           {"type": "Ready", "status": "False", "message": "probe"}],
-                       "containerStatuses": [{"name": "c", "image": "i", "imageID": "x",
-                           "ready": true, "restartCount": 0}]}
-        }))
-        .unwrap();
-        slim_pod(&mut pod);
-        assert_eq!(pod.metadata.managed_fields, None);
-        assert_eq!(pod.metadata.labels.as_ref().unwrap()["a"], "b");
-        let spec = pod.spec.unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some("node-7"));
-        assert!(spec.containers.is_empty());
-        let status = serde_json::to_value(pod.status.unwrap()).unwrap();
-        assert_eq!(
-            status,
-            serde_json::json!({"phase": "Running", "podIP": "127.0.0.1",
-                "podIPs": [{"ip": "127.0.0.1"}],
-                "conditions": [
-                    {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
-                    {"type": "Ready", "status": "False", "message": "probe"}]})
-        );
-    }
-
-    #[test]
     fn cached_sandboxes_drop_managed_fields_and_the_last_applied_copy() {
         let mut sb = Sandbox::new("sb", SandboxSpec::default());
         sb.metadata.managed_fields = Some(vec![Default::default()]);
@@ -376,11 +324,34 @@ mod tests {
             ]
             .into(),
         );
+        sb.spec.blueprint.pod_template.spec.containers = vec![Default::default()];
+        sb.spec
+            .blueprint
+            .pod_template
+            .metadata
+            .labels
+            .insert("team".into(), "a".into());
+        let mut with_service = sb.clone();
+        with_service.spec.blueprint.service = Some(true);
         slim_sandbox(&mut sb);
         assert_eq!(sb.metadata.managed_fields, None);
         assert_eq!(
             sb.metadata.annotations,
             Some([("agents.x-k8s.io/pod-name".to_string(), "p".to_string())].into())
+        );
+        assert!(sb.spec.blueprint.pod_template.spec.containers.is_empty());
+        assert_eq!(sb.spec.blueprint.pod_template.metadata.labels["team"], "a");
+        slim_sandbox(&mut with_service);
+        assert_eq!(
+            with_service
+                .spec
+                .blueprint
+                .pod_template
+                .spec
+                .containers
+                .len(),
+            1,
+            "the Service's ports come from the containers"
         );
     }
 }

@@ -5,6 +5,7 @@
 //! [`reconcile`] observes the reflector stores, computes, and writes only the difference;
 //! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
 pub mod args;
+pub mod cached_pod;
 pub mod coalesce;
 pub mod context;
 pub mod controller;

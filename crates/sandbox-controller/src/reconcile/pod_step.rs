@@ -2,7 +2,6 @@
 //! Sandbox name), adopt, repair metadata, create, or delete it on suspend.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use api_types::{OperatingMode, Sandbox};
 use k8s_openapi::api::core::v1::Pod;
@@ -63,7 +62,7 @@ async fn get_pod(
 ) -> Result<Option<Pod>, Error> {
     let ns = sandbox.namespace().unwrap_or_default();
     if let Some(p) = ctx.stores.pods.get(&ObjectRef::new(name).within(&ns)) {
-        return Ok(Some(Arc::unwrap_or_clone(p)));
+        return Ok(Some(p.to_pod()));
     }
     if !confirm_miss {
         return Ok(None);
@@ -95,7 +94,7 @@ async fn pod_pass(
                 && p.labels().get(NAME_HASH_LABEL).map(String::as_str) == Some(hash)
                 && Ownership::of(&p.metadata, &uid).is_owned()
         })
-        .map(Arc::unwrap_or_clone)
+        .map(|p| p.to_pod())
         .collect();
 
     let target = target_pod_name(sandbox);
@@ -298,7 +297,40 @@ async fn create_pod(
 ) -> PodOutcome {
     let sandbox_name = sandbox.name_any();
     let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
-    let pod = desired_pod(sandbox, hash, owner);
+    // The cache keeps the template's spec only when it is needed on every pass (see
+    // `controller::slim_sandbox`); a create reads the whole Sandbox first.
+    let full;
+    let template_source = if sandbox
+        .spec
+        .blueprint
+        .pod_template
+        .spec
+        .containers
+        .is_empty()
+    {
+        let api: Api<Sandbox> =
+            Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
+        match api.get_opt(&sandbox_name).await {
+            Ok(Some(read)) if read.uid() == sandbox.uid() => {
+                full = read;
+                &full
+            }
+            // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
+            Ok(_) => return PodOutcome::default(),
+            Err(err) => {
+                return PodOutcome {
+                    error: Some(Error::api(
+                        format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
+                        err,
+                    )),
+                    ..Default::default()
+                };
+            }
+        }
+    } else {
+        sandbox
+    };
+    let pod = desired_pod(template_source, hash, owner);
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
