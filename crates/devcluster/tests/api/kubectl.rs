@@ -108,7 +108,19 @@ async fn kubectl_apply_get_watch_delete() {
     let (ok, out) = kubectl(&kc, &["get", "swp", "-A"]).await;
     assert!(ok && out.contains("DESIRED"), "{out}");
 
-    // get -w sees a change made while it watches.
+    // get -w lists what exists, then sees a change made while it watches. The second object
+    // is created only once the list part has been printed (no sleeping for luck).
+    let (ok, out) = kubectl(
+        &kc,
+        &[
+            "create",
+            "configmap",
+            "watched-before",
+            "--from-literal=a=b",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
     let mut child = Command::new("kubectl")
         .env("KUBECONFIG", &kc)
         .args(["get", "configmaps", "-w", "-o", "name"])
@@ -117,10 +129,14 @@ async fn kubectl_apply_get_watch_delete() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let (listed_tx, listed_rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(15);
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            if line.contains("watched-before") {
+                let _ = listed_tx.send(());
+            }
             if line.contains("watched-later") {
                 return true;
             }
@@ -130,7 +146,12 @@ async fn kubectl_apply_get_watch_delete() {
         }
         false
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listed = tokio::task::spawn_blocking(move || {
+        listed_rx.recv_timeout(Duration::from_secs(15)).is_ok()
+    })
+    .await
+    .unwrap();
+    assert!(listed, "kubectl get -w listed the existing configmap");
     let (ok, out) = kubectl(
         &kc,
         &["create", "configmap", "watched-later", "--from-literal=a=b"],
