@@ -249,12 +249,16 @@ impl ClaimState {
         true
     }
 
-    pub fn is_reserved(&self, key: &str, now: Instant) -> bool {
+    /// Names of the candidates in `namespace` reserved at `now`.
+    pub fn reserved_in(&self, namespace: &str, now: Instant) -> HashSet<String> {
         self.reservations
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .is_some_and(|at| now.duration_since(*at) < RESERVATION_TTL)
+            .iter()
+            .filter(|(_, at)| now.duration_since(**at) < RESERVATION_TTL)
+            .filter_map(|(key, _)| key.strip_prefix(namespace)?.strip_prefix('/'))
+            .map(str::to_owned)
+            .collect()
     }
 
     pub fn release(&self, key: &str) {
@@ -528,5 +532,39 @@ impl Context {
         if let Err(err) = recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(error = %err, reason, "failed to publish event");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_state() -> ClaimState {
+        let mut registry = prometheus_client::registry::Registry::default();
+        ClaimState::new(
+            ClaimSettings::default(),
+            ClaimMetrics::register(&mut registry),
+            None,
+        )
+    }
+
+    #[test]
+    fn reserved_names_are_per_namespace_and_expire() {
+        let state = claim_state();
+        let start = Instant::now();
+        assert!(state.reserve("ns/a", start));
+        assert!(!state.reserve("ns/a", start), "held by the first worker");
+        assert!(state.reserve("ns-2/b", start));
+        assert_eq!(
+            state.reserved_in("ns", start),
+            HashSet::from(["a".to_owned()])
+        );
+        assert_eq!(
+            state.reserved_in("ns-2", start),
+            HashSet::from(["b".to_owned()])
+        );
+        assert!(state.reserved_in("ns", start + RESERVATION_TTL).is_empty());
+        state.release("ns/a");
+        assert!(state.reserved_in("ns", start).is_empty());
     }
 }

@@ -30,14 +30,10 @@ impl Pass<'_> {
                 template: Arc::new(template.clone()),
             }
         });
-        let started = Instant::now();
+        // One look at the reservations per pass, not a lock and a key per member.
+        let reserved = claim_state.reserved_in(&self.namespace, Instant::now());
         let skip = |sb: &Sandbox| {
-            let key = format!(
-                "{}/{}",
-                self.namespace,
-                sb.metadata.name.as_deref().unwrap_or_default()
-            );
-            claim_state.is_reserved(&key, started)
+            reserved.contains(sb.metadata.name.as_deref().unwrap_or_default())
                 || facts
                     .as_ref()
                     .is_some_and(|f| is_stale(template_name, f, sb, true))

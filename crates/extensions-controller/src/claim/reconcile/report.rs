@@ -84,8 +84,11 @@ impl Pass<'_> {
         // Ready was persisted before this process saw the transition (e.g. across a restart):
         // the latency is unknown; record nothing and mark it so.
         let first_time = !is_ready(old);
+        // When Ready was stored (just now), not when this pass started: a pass that adopts and
+        // reports in one go would otherwise record 0 ms whatever its requests cost.
+        let ready_at = Timestamp::now();
         if first_time {
-            self.record_latencies(&annotations, sandbox, first_seen);
+            self.record_latencies(&annotations, sandbox, first_seen, ready_at);
         }
         if !self.ctx.claim.settings.observability_annotations {
             return Ok(());
@@ -94,7 +97,7 @@ impl Pass<'_> {
         stamp.insert(
             CLAIM_FIRST_READY_AT_ANNOTATION.to_owned(),
             if first_time {
-                rfc3339_nano(self.now)
+                rfc3339_nano(ready_at)
             } else {
                 "unknown".to_owned()
             },
@@ -149,6 +152,7 @@ impl Pass<'_> {
         annotations: &BTreeMap<String, String>,
         sandbox: Option<&Sandbox>,
         first_seen: Timestamp,
+        ready_at: Timestamp,
     ) {
         let launch_type = match sandbox {
             None => "unknown",
@@ -175,7 +179,7 @@ impl Pass<'_> {
             sandbox_template: template.clone(),
         };
         let since = |ts: Timestamp| -> Option<f64> {
-            let ms = self.now.as_millisecond() - ts.as_millisecond();
+            let ms = ready_at.as_millisecond() - ts.as_millisecond();
             (ms >= 0).then_some(ms as f64)
         };
         let parsed = |key: &str| {
