@@ -33,13 +33,22 @@ pub struct Ranking {
 /// True when `sb` is an adoptable member of `pool`: not being deleted, carrying the pool and
 /// template-ref labels, and controlled by that pool.
 pub fn is_member(sb: &Sandbox, pool: &PoolRef<'_>) -> bool {
+    is_member_labelled(sb, pool, &name_hash(pool.name))
+}
+
+/// [`is_member`] with the pool's label value (`name_hash(pool.name)`) computed once by the
+/// caller: ranking checks every member of the pool on every pass.
+fn is_member_labelled(sb: &Sandbox, pool: &PoolRef<'_>, pool_label: &str) -> bool {
     let meta = &sb.metadata;
     if meta.deletion_timestamp.is_some() || meta.namespace.as_deref() != Some(pool.namespace) {
         return false;
     }
     let labels = meta.labels.as_ref();
     let has = |k: &str| labels.is_some_and(|l| l.contains_key(k));
-    if labels.and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL)) != Some(&name_hash(pool.name))
+    if labels
+        .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+        .map(String::as_str)
+        != Some(pool_label)
         || !has(SANDBOX_TEMPLATE_REF_HASH_LABEL)
     {
         return false;
@@ -81,13 +90,14 @@ pub fn rank(
     skip: &dyn Fn(&Sandbox) -> bool,
 ) -> Ranking {
     let mut ranking = Ranking::default();
-    let mut eligible = Vec::new();
+    let pool_label = name_hash(pool.name);
+    let mut eligible: Vec<&Arc<Sandbox>> = Vec::new();
     for sb in sandboxes {
-        if !is_member(sb, pool) || skip(sb) {
+        if !is_member_labelled(sb, pool, &pool_label) || skip(sb) {
             continue;
         }
         if is_networked(sb) {
-            eligible.push(sb.clone());
+            eligible.push(sb);
         } else {
             ranking.pending_network += 1;
         }
@@ -98,8 +108,9 @@ pub fn rank(
             *per_node.entry(node(sb)).or_default() += 1;
         }
     }
+    // Keys borrow from the members: no clone per member per pass.
     let mut keyed: Vec<_> = eligible
-        .iter()
+        .into_iter()
         .map(|sb| {
             let count = per_node.get(node(sb)).copied().unwrap_or(0);
             (
@@ -107,14 +118,14 @@ pub fn rank(
                     !is_ready(sb),
                     std::cmp::Reverse(count),
                     created_millis(sb),
-                    sb.metadata.name.clone(),
+                    sb.metadata.name.as_deref().unwrap_or_default(),
                 ),
-                sb.clone(),
+                sb,
             )
         })
         .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
-    ranking.ordered = keyed.into_iter().map(|(_, sb)| sb).collect();
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    ranking.ordered = keyed.into_iter().map(|(_, sb)| sb.clone()).collect();
     ranking
 }
 

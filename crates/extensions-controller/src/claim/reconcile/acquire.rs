@@ -30,14 +30,10 @@ impl Pass<'_> {
                 template: Arc::new(template.clone()),
             }
         });
-        let started = Instant::now();
+        // One look at the reservations per pass, not a lock and a key per member.
+        let reserved = claim_state.reserved_in(&self.namespace, Instant::now());
         let skip = |sb: &Sandbox| {
-            let key = format!(
-                "{}/{}",
-                self.namespace,
-                sb.metadata.name.as_deref().unwrap_or_default()
-            );
-            claim_state.is_reserved(&key, started)
+            reserved.contains(sb.metadata.name.as_deref().unwrap_or_default())
                 || facts
                     .as_ref()
                     .is_some_and(|f| is_stale(template_name, f, sb, true))
@@ -47,11 +43,11 @@ impl Pass<'_> {
             name: pool.metadata.name.as_deref().unwrap_or_default(),
             uid: pool.metadata.uid.as_deref(),
         };
-        let members = self
+        let mut members = self
             .ctx
             .stores
-            .sandboxes
-            .state_filter(|s| crate::claim::candidate::is_member(s, &pool_ref));
+            .sandboxes_with_pool_label(&self.namespace, &name_hash(pool_ref.name));
+        members.retain(|s| crate::claim::candidate::is_member(s, &pool_ref));
         let ranking = rank(&members, &pool_ref, &skip);
         let mut attempts = 0;
         for candidate in ranking.ordered {
@@ -91,7 +87,7 @@ impl Pass<'_> {
                 {
                     Ok(adopted) => {
                         claim_state.bind(&self.uid, &sb_name);
-                        self.adopted(pool, &current, &adopted).await;
+                        self.adopted(pool, &current, &adopted);
                         return Ok(Adoption::Adopted(Arc::new(adopted)));
                     }
                     Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
@@ -124,12 +120,7 @@ impl Pass<'_> {
         })
     }
 
-    pub(super) async fn adopted(
-        &self,
-        pool: &SandboxWarmPool,
-        before: &Sandbox,
-        adopted: &Sandbox,
-    ) {
+    pub(super) fn adopted(&self, pool: &SandboxWarmPool, before: &Sandbox, adopted: &Sandbox) {
         if let Some(wake) = &self.ctx.claim.pool_wake {
             let pool_ref = kube::runtime::reflector::ObjectRef::from_obj(pool);
             let _ = wake.unbounded_send(pool_ref.clone());
@@ -169,7 +160,7 @@ impl Pass<'_> {
             if ready { "ready" } else { "not_ready" },
         );
         tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
-        Context::event(
+        Context::event_detached(
             self.ctx.claim_recorder.as_ref(),
             self.claim,
             EventType::Normal,
@@ -179,8 +170,7 @@ impl Pass<'_> {
                 "Adopted warm pool Sandbox {:?}",
                 adopted.metadata.name.as_deref().unwrap_or_default()
             ),
-        )
-        .await;
+        );
     }
 
     pub(super) fn count_creation(

@@ -84,8 +84,11 @@ impl Pass<'_> {
         // Ready was persisted before this process saw the transition (e.g. across a restart):
         // the latency is unknown; record nothing and mark it so.
         let first_time = !is_ready(old);
+        // When Ready was stored (just now), not when this pass started: a pass that adopts and
+        // reports in one go would otherwise record 0 ms whatever its requests cost.
+        let ready_at = Timestamp::now();
         if first_time {
-            self.record_latencies(&annotations, sandbox, first_seen);
+            self.record_latencies(&annotations, sandbox, first_seen, ready_at);
         }
         if !self.ctx.claim.settings.observability_annotations {
             return Ok(());
@@ -94,7 +97,7 @@ impl Pass<'_> {
         stamp.insert(
             CLAIM_FIRST_READY_AT_ANNOTATION.to_owned(),
             if first_time {
-                rfc3339_nano(self.now)
+                rfc3339_nano(ready_at)
             } else {
                 "unknown".to_owned()
             },
@@ -112,22 +115,36 @@ impl Pass<'_> {
         {
             stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
         }
-        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        // In the background: the claim is Ready already, and a failed stamp is not retried
+        // anyway (the metrics are recorded once per process).
+        let ctx = self.ctx.clone();
+        let (namespace, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
         let patch = json!({"metadata": {"annotations": stamp}});
-        match claims
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!(
-                    "stamp claim first-ready annotation on {}/{}",
-                    self.namespace, self.name
+        tokio::spawn(async move {
+            let claims = Api::<SandboxClaim>::namespaced(ctx.client.clone(), &namespace);
+            match claims
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(stamped) => {
+                    // The stamp moved the claim's resourceVersion: a later pass on a cache
+                    // that has not seen it must guard its status write with the new one, not
+                    // send a doomed 409.
+                    ctx.claim.status_written(
+                        &uid,
+                        stamped.metadata.resource_version.as_deref(),
+                        &stamped.status.clone().unwrap_or_default(),
+                    );
+                }
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => tracing::warn!(
+                    claim = %format!("{namespace}/{name}"),
+                    error = %e,
+                    "cannot stamp the claim's first-ready annotations"
                 ),
-                e,
-            )),
-        }
+            }
+        });
+        Ok(())
     }
 
     pub(super) fn record_latencies(
@@ -135,6 +152,7 @@ impl Pass<'_> {
         annotations: &BTreeMap<String, String>,
         sandbox: Option<&Sandbox>,
         first_seen: Timestamp,
+        ready_at: Timestamp,
     ) {
         let launch_type = match sandbox {
             None => "unknown",
@@ -161,7 +179,7 @@ impl Pass<'_> {
             sandbox_template: template.clone(),
         };
         let since = |ts: Timestamp| -> Option<f64> {
-            let ms = self.now.as_millisecond() - ts.as_millisecond();
+            let ms = ready_at.as_millisecond() - ts.as_millisecond();
             (ms >= 0).then_some(ms as f64)
         };
         let parsed = |key: &str| {
