@@ -353,6 +353,8 @@ pub fn context_to_json(cx: &opentelemetry::Context) -> Option<String> {
     }
     let mut carrier: HashMap<String, String> = HashMap::new();
     TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    // As the reference: `tracestate` only when there is one.
+    carrier.retain(|_, v| !v.is_empty());
     serde_json::to_string(&carrier).ok()
 }
 
@@ -531,6 +533,7 @@ mod tests {
             let _entered = span.enter();
             let json = current_context_json().expect("a span has a context");
             let map: HashMap<String, String> = serde_json::from_str(&json).unwrap();
+            assert_eq!(map.len(), 1, "no empty tracestate: {json}");
             let traceparent = &map["traceparent"];
             assert!(
                 traceparent.starts_with("00-") && traceparent.ends_with("-01"),

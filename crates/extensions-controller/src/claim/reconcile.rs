@@ -108,7 +108,13 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
     let trace = super::trace::ClaimTrace::of(&claim);
     // Fails only when no OpenTelemetry layer is installed: traces are not exported.
     let _ = span.set_parent(trace.pass_parent());
-    let lacks_trace = !trace.has_client_parent();
+    // Only a claim without the annotation is stamped with its trace at first Ready (a
+    // malformed one is the user's to fix, not overwritten).
+    let lacks_trace = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| !a.contains_key(TRACE_CONTEXT_ANNOTATION));
     let unbound = claim
         .metadata
         .annotations

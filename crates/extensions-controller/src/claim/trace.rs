@@ -172,7 +172,9 @@ impl ClaimTrace {
             emit_timed_span(
                 TimedSpan {
                     name: WAIT_FOR_SANDBOX_READY,
-                    start: bound_at,
+                    // A pass's time is taken when it starts: a Sandbox bound and Ready in
+                    // the same pass waited for nothing.
+                    start: bound_at.min(end),
                     end,
                     attributes: vec![
                         KeyValue::new("sandbox.name", bound.sandbox.to_owned()),

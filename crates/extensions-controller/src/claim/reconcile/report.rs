@@ -124,7 +124,6 @@ impl Pass<'_> {
         }
         // A claim created without a trace context records the one its spans went to.
         if self.lacks_trace
-            && !annotations.contains_key(TRACE_CONTEXT_ANNOTATION)
             && let Some(trace) = self
                 .trace
                 .as_ref()
