@@ -13,6 +13,8 @@
 
 #[path = "clients_support/cargo.rs"]
 mod cargo;
+#[path = "clients_support/python.rs"]
+mod python;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -199,18 +201,24 @@ impl Cluster {
             .create(&PostParams::default(), &claim)
             .await
             .expect("claim created");
-        let ready = wait_for(&format!("claim {name} Ready"), DEADLINE, || async {
+        wait_for(&format!("claim {name} Ready"), DEADLINE, || async {
             let c = claims.get_opt(name).await.ok()??;
             let status = c.status.as_ref()?;
             let ready = status
                 .conditions
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
-            (ready && !status.sandbox.name.is_empty()).then_some(c)
+            (ready && !status.sandbox.name.is_empty()).then_some(())
         })
         .await;
         let elapsed = started.elapsed();
-        let stamped = wait_for(
+        (self.wait_first_ready(name).await, elapsed)
+    }
+
+    /// Waits until claim `name` has its first-ready time stamped, and returns it.
+    async fn wait_first_ready(&self, name: &str) -> SandboxClaim {
+        let claims: Api<SandboxClaim> = self.env.api("default");
+        wait_for(
             &format!("claim {name} first-ready annotation"),
             DEADLINE,
             || async {
@@ -222,9 +230,7 @@ impl Cluster {
                     .then_some(c)
             },
         )
-        .await;
-        drop(ready);
-        (stamped, elapsed)
+        .await
     }
 
     /// Stops the controllers, then devcluster.
@@ -272,7 +278,8 @@ async fn wait_trace(receiver: &OtlpReceiver, trace_id: &str) -> Vec<CapturedSpan
                 .find(|s| s.name == "claim-to-bound")
                 .map(|s| s.parent_span_id.as_str());
             let closed = spans.iter().all(|s| {
-                ids.contains(s.parent_span_id.as_str())
+                s.parent_span_id.is_empty()
+                    || ids.contains(s.parent_span_id.as_str())
                     || Some(s.parent_span_id.as_str()) == bound_parent
             });
             (bound && core && closed).then_some(spans)
@@ -400,8 +407,13 @@ const WARM_PARENT: &str = "00f067aa0ba902b7";
 const COLD_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const COLD_PARENT: &str = "b7ad6b7169203331";
 
+/// The tests of this binary run one at a time: each starts two controllers and compares
+/// timings.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_to_bound_is_one_trace_across_both_controllers() {
+    let _serial = SERIAL.lock().await;
     let binaries = tokio::task::spawn_blocking(binaries)
         .await
         .expect("build task");
@@ -599,4 +611,84 @@ fn warm_spans_latest(receiver: &OtlpReceiver, bound: &CapturedSpan) -> Vec<Captu
         .into_iter()
         .filter(|s| keep.contains(&s.span_id))
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdks_client_span_is_the_root_of_the_claims_trace() {
+    let _serial = SERIAL.lock().await;
+    let binaries = tokio::task::spawn_blocking(binaries)
+        .await
+        .expect("build task");
+    // Prepare the venv (with the SDK's tracing extra) before starting anything on timers.
+    tokio::task::spawn_blocking(python::python)
+        .await
+        .expect("venv task");
+    let receiver = OtlpReceiver::grpc().await;
+    let otel = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+    ];
+    let cluster = Cluster::start(&binaries, &otel).await;
+    let kubeconfig = cluster.env.cluster.kubeconfig_path().to_path_buf();
+    let endpoint = receiver.endpoint();
+    let run = tokio::task::spawn_blocking(move || {
+        let args = [
+            kubeconfig.as_os_str(),
+            std::ffi::OsStr::new("warm"),
+            std::ffi::OsStr::new(&endpoint),
+        ];
+        python::run_script("sdk_trace_flow.py", &args, Duration::from_secs(120))
+    })
+    .await
+    .expect("script task");
+    assert!(
+        run.success && run.stdout.contains("ok traced claim Ready"),
+        "SDK flow failed\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let field = |prefix: &str| {
+        run.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{}", run.stdout))
+            .to_owned()
+    };
+    let claim_name = field("claim ");
+    let carrier: std::collections::HashMap<String, String> =
+        serde_json::from_str(&field("trace-context ")).expect("JSON header map");
+    let parts: Vec<String> = carrier["traceparent"]
+        .split('-')
+        .map(String::from)
+        .collect();
+    let (trace_id, client_span) = (&parts[1], &parts[2]);
+
+    let claim = cluster.wait_first_ready(&claim_name).await;
+    let spans = wait_trace(&receiver, trace_id).await;
+    let root = spans
+        .iter()
+        .find(|s| s.service == "sandbox-client" && s.name == "sandbox-client.create_claim")
+        .unwrap_or_else(|| panic!("no create_claim span from the SDK: {spans:#?}"));
+    assert_eq!(
+        &root.span_id, client_span,
+        "the annotation names create_claim"
+    );
+    assert_eq!(root.parent_span_id, "", "create_claim is the root");
+    assert_claim_trace(&spans, &claim, Some(client_span), "warm");
+    // Every span of the trace leads up to the SDK's span.
+    let by_id: std::collections::HashMap<&str, &CapturedSpan> =
+        spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    for span in &spans {
+        let mut at = span;
+        while let Some(parent) = by_id.get(at.parent_span_id.as_str()) {
+            at = parent;
+        }
+        assert!(
+            at.span_id == root.span_id || at.service == "sandbox-client",
+            "{} ({}) does not lead to the client span",
+            span.name,
+            span.service
+        );
+    }
+    cluster.stop().await;
 }
