@@ -313,6 +313,12 @@ fn assert_claim_trace<'a>(
     let sandbox = claim.status.as_ref().map(|s| s.sandbox.name.clone());
     assert_eq!(bound.attr("sandbox.name"), sandbox.as_deref());
     assert_eq!(bound.attr("sandbox.template"), Some("traced"));
+    assert_eq!(bound.attr("claim.bound_in_this_process"), Some("true"));
+    let passes_before_ready: u32 = bound
+        .attr("claim.reconcile_passes")
+        .and_then(|n| n.parse().ok())
+        .expect("reconcile pass count");
+    assert!(passes_before_ready >= 1);
 
     // From the claim's creation to the write that made it Ready, as its own timestamps say.
     let created = nanos(

@@ -153,7 +153,7 @@ impl ClaimTrace {
         }
         attributes.push(KeyValue::new(
             "claim.bound_in_this_process",
-            progress.is_some(),
+            progress.is_some_and(|p| p.bound_at.is_some()),
         ));
         let root_parent = opentelemetry::Context::new();
         let parent = self.client.as_ref().unwrap_or(&root_parent);
