@@ -3,7 +3,7 @@
 //! (`POST /v1/traces`, served with axum). Both decode `ExportTraceServiceRequest` and keep
 //! every span with its resource's `service.name`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -104,12 +104,15 @@ pub fn flatten(request: &ExportTraceServiceRequest) -> Vec<CapturedSpan> {
 }
 
 type Store = Arc<Mutex<Vec<CapturedSpan>>>;
+/// `(lowercase name, value)` of every request header or gRPC metadata entry seen.
+type Headers = Arc<Mutex<BTreeSet<(String, String)>>>;
 
 /// A running receiver; stops when dropped.
 pub struct OtlpReceiver {
     addr: SocketAddr,
     spans: Store,
     requests: Arc<Mutex<u64>>,
+    headers: Headers,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -117,6 +120,7 @@ pub struct OtlpReceiver {
 struct GrpcService {
     spans: Store,
     requests: Arc<Mutex<u64>>,
+    headers: Headers,
 }
 
 #[tonic::async_trait]
@@ -126,6 +130,16 @@ impl TraceService for GrpcService {
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
         let spans = flatten(request.get_ref());
+        {
+            let mut headers = self.headers.lock().unwrap_or_else(|e| e.into_inner());
+            for entry in request.metadata().iter() {
+                if let tonic::metadata::KeyAndValueRef::Ascii(key, value) = entry
+                    && let Ok(value) = value.to_str()
+                {
+                    headers.insert((key.as_str().to_ascii_lowercase(), value.to_owned()));
+                }
+            }
+        }
         self.spans
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -147,9 +161,11 @@ impl OtlpReceiver {
         let spans = Store::default();
         let requests = Arc::new(Mutex::new(0));
         let stop = CancellationToken::new();
+        let headers = Headers::default();
         let service = TraceServiceServer::new(GrpcService {
             spans: spans.clone(),
             requests: requests.clone(),
+            headers: headers.clone(),
         });
         let token = stop.clone();
         let task = tokio::spawn(async move {
@@ -163,6 +179,7 @@ impl OtlpReceiver {
             addr,
             spans,
             requests,
+            headers,
             stop,
             task: Some(task),
         }
@@ -177,17 +194,24 @@ impl OtlpReceiver {
         let spans = Store::default();
         let requests = Arc::new(Mutex::new(0));
         let stop = CancellationToken::new();
-        let state = (spans.clone(), requests.clone());
+        let headers = Headers::default();
+        let state = (spans.clone(), requests.clone(), headers.clone());
         let app = axum::Router::new()
             .route(
                 "/v1/traces",
                 axum::routing::post(
-                    |axum::extract::State((spans, requests)): axum::extract::State<(
+                    |axum::extract::State((spans, requests, seen)): axum::extract::State<(
                         Store,
                         Arc<Mutex<u64>>,
+                        Headers,
                     )>,
                      headers: axum::http::HeaderMap,
                      body: axum::body::Bytes| async move {
+                        seen.lock().unwrap_or_else(|e| e.into_inner()).extend(
+                            headers.iter().filter_map(|(k, v)| {
+                                Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))
+                            }),
+                        );
                         let protobuf = headers
                             .get(axum::http::header::CONTENT_TYPE)
                             .is_some_and(|v| v == "application/x-protobuf");
@@ -222,6 +246,7 @@ impl OtlpReceiver {
             addr,
             spans,
             requests,
+            headers,
             stop,
             task: Some(task),
         }
@@ -240,6 +265,14 @@ impl OtlpReceiver {
     /// Export requests received so far.
     pub fn requests(&self) -> u64 {
         *self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether some request carried header (or gRPC metadata) `name: value`.
+    pub fn saw_header(&self, name: &str, value: &str) -> bool {
+        self.headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(name.to_ascii_lowercase(), value.to_owned()))
     }
 
     /// The spans of trace `trace_id`.

@@ -428,6 +428,10 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
     let receiver = OtlpReceiver::grpc().await;
     let otel = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-scope-orgid=agents".to_owned(),
+        ),
         ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
     ];
     let cluster = Cluster::start(&binaries, &otel).await;
@@ -513,6 +517,10 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
         body.contains("agent_sandbox_trace_spans_exported_total"),
         "{body}"
     );
+    assert!(
+        receiver.saw_header("x-scope-orgid", "agents"),
+        "OTEL_EXPORTER_OTLP_HEADERS sent over gRPC"
+    );
 
     // claim-to-bound stays unique after more reconciles (the warm pool refills meanwhile).
     cluster.wait_warm_pool(2).await;
@@ -581,6 +589,10 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
     let otel = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_owned()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-scope-orgid=agents".to_owned(),
+        ),
         ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
     ];
     let cluster = Cluster::start(&binaries, &otel).await;
@@ -594,6 +606,11 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
     let spans = wait_trace(&receiver, WARM_TRACE).await;
     assert_claim_trace(&spans, &warm, Some(WARM_PARENT), "warm");
     assert!(receiver.requests() > 0);
+    assert!(
+        receiver.saw_header("x-scope-orgid", "agents"),
+        "OTEL_EXPORTER_OTLP_HEADERS sent"
+    );
+    assert!(receiver.saw_header("content-type", "application/x-protobuf"));
     cluster.stop().await;
 }
 

@@ -46,7 +46,8 @@ use crate::error::Error;
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Targets never exported as spans: the exporter's own transport would trace itself.
-const EXPORTER_INTERNAL_TARGETS: &str = "h2=off,tonic=off,hyper=off,hyper_util=off,tower=off";
+const EXPORTER_INTERNAL_TARGETS: &str =
+    "h2=off,tonic=off,hyper=off,hyper_util=off,tower=off,reqwest=off,rustls=off";
 
 /// OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
