@@ -41,7 +41,7 @@ pub mod workload;
 
 pub use error::BenchError;
 
-use cluster::{BuildProfile, DevclusterOptions};
+use cluster::{BuildProfile, ControllerOptions, DevclusterOptions};
 use report::Report;
 use scenario::{Ctx, ScenarioName, Sizes};
 
@@ -82,6 +82,24 @@ pub struct BenchArgs {
     /// Log filter passed to both controllers (--log-level).
     #[arg(long, default_value = "info")]
     pub controller_log_level: String,
+
+    /// Extra argument for the extensions-controller, e.g.
+    /// `--extensions-controller-arg=--sandbox-claim-concurrent-workers=200` (repeatable;
+    /// recorded in report.json under `settings.controllers`).
+    #[arg(
+        long = "extensions-controller-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    pub extensions_controller_args: Vec<String>,
+
+    /// Extra argument for the sandbox-controller (repeatable), as --extensions-controller-arg.
+    #[arg(
+        long = "sandbox-controller-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true
+    )]
+    pub sandbox_controller_args: Vec<String>,
 
     /// Override one scenario size, e.g. `--set scale_sandboxes=2000` (repeatable; the keys
     /// are listed under `settings.sizes` in report.json).
@@ -127,12 +145,17 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
         nodes: args.nodes,
         pod_startup_delay: args.pod_startup_delay.clone(),
     };
+    let controllers = ControllerOptions {
+        log_level: args.controller_log_level.clone(),
+        sandbox_args: args.sandbox_controller_args.clone(),
+        extensions_args: args.extensions_controller_args.clone(),
+    };
     let ctx = Ctx {
         binaries: &binaries,
         out: &out,
         sizes: &sizes,
         devcluster: &devcluster,
-        controller_log_level: &args.controller_log_level,
+        controllers: &controllers,
         ticks_per_second: proc_stats::clock_ticks_per_second(),
         timeout_factor: if args.timeout_factor > 0.0 {
             args.timeout_factor
@@ -162,7 +185,15 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     settings.insert("sizes".to_string(), serde_json::to_value(&sizes)?);
     settings.insert(
         "controllers".to_string(),
-        json!("separate processes, --leader-elect=false, default workers and client limits"),
+        if controllers.sandbox_args.is_empty() && controllers.extensions_args.is_empty() {
+            json!("separate processes, --leader-elect=false, default workers and client limits")
+        } else {
+            json!({
+                "processes": "separate, --leader-elect=false, other flags at their defaults",
+                "sandbox_controller_args": controllers.sandbox_args,
+                "extensions_controller_args": controllers.extensions_args,
+            })
+        },
     );
     let mut report = Report {
         schema_version: 1,

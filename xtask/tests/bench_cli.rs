@@ -67,3 +67,36 @@ fn size_overrides_apply_and_unknown_keys_are_named() {
         .expect_err("not a number");
     assert!(error.to_string().contains("must be a number"), "{error}");
 }
+
+#[test]
+fn extra_controller_arguments_are_passed_through_verbatim() {
+    let cli = Cli::try_parse_from([
+        "cargo xtask",
+        "bench",
+        "--extensions-controller-arg=--sandbox-claim-concurrent-workers=200",
+        "--extensions-controller-arg",
+        "--kube-api-qps=-1",
+        "--sandbox-controller-arg=--sandbox-concurrent-workers=100",
+    ])
+    .expect("valid command line");
+    let Command::Bench(args) = cli.command else {
+        panic!("expected the bench verb");
+    };
+    assert_eq!(
+        args.extensions_controller_args,
+        [
+            "--sandbox-claim-concurrent-workers=200",
+            "--kube-api-qps=-1"
+        ]
+    );
+    assert_eq!(
+        args.sandbox_controller_args,
+        ["--sandbox-concurrent-workers=100"]
+    );
+    let defaults = Cli::try_parse_from(["cargo xtask", "bench"]).expect("valid command line");
+    let Command::Bench(defaults) = defaults.command else {
+        panic!("expected the bench verb");
+    };
+    assert!(defaults.extensions_controller_args.is_empty());
+    assert!(defaults.sandbox_controller_args.is_empty());
+}

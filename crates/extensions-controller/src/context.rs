@@ -27,6 +27,8 @@ pub const FIELD_MANAGER: &str = "extensions-controller";
 #[derive(Clone)]
 pub struct Stores {
     pub sandboxes: Store<Sandbox>,
+    /// Members by pool label and Sandboxes by controller UID, over `sandboxes`.
+    pub sandbox_index: crate::sandbox_index::SandboxIndex,
     pub pools: Store<SandboxWarmPool>,
     pub templates: Store<SandboxTemplate>,
     pub claims: Store<SandboxClaim>,
@@ -54,6 +56,41 @@ impl Stores {
 
     pub fn sandbox(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Sandbox>> {
         self.sandboxes.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Cached Sandboxes in `namespace` carrying the pool label `pool_label` (a pool name hash).
+    pub fn sandboxes_with_pool_label(
+        &self,
+        namespace: &str,
+        pool_label: &str,
+    ) -> Vec<std::sync::Arc<Sandbox>> {
+        let mut found = self
+            .sandbox_index
+            .with_pool_label(&self.sandboxes, namespace, pool_label);
+        // The index runs one event ahead of the store: keep what the store shows labelled.
+        found.retain(|sb| {
+            sb.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(api_types::keys::SANDBOX_WARM_POOL_LABEL))
+                .map(String::as_str)
+                == Some(pool_label)
+        });
+        found
+    }
+
+    /// Cached Sandboxes in `namespace` whose controlling owner has UID `uid`.
+    pub fn sandboxes_controlled_by(
+        &self,
+        namespace: &str,
+        uid: &str,
+    ) -> Vec<std::sync::Arc<Sandbox>> {
+        let mut found = self.sandbox_index.controlled_by(&self.sandboxes, uid);
+        found.retain(|sb| {
+            sb.metadata.namespace.as_deref() == Some(namespace)
+                && crate::ownership::is_controlled_by(&sb.metadata, uid)
+        });
+        found
     }
 }
 
@@ -285,6 +322,8 @@ impl ClaimState {
     pub fn status_written(&self, claim_uid: &str, rv: Option<&str>, status: &SandboxClaimStatus) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         match rv.and_then(|rv| rv.parse::<u64>().ok()) {
+            // Writes answered out of order (a background stamp): the newest version wins.
+            Some(rv) if written.get(claim_uid).is_some_and(|(known, _)| *known > rv) => {}
             Some(rv) => {
                 written.insert(claim_uid.to_owned(), (rv, status.clone()));
             }
@@ -437,6 +476,34 @@ impl Context {
             Ok(_) => ReconcileResult::RequeueAfter,
         };
         metrics.observe_reconcile(controller, outcome, started.elapsed());
+    }
+
+    /// Publishes an Event in the background, off the caller's critical path (the claim's Ready
+    /// does not wait for its Event); failures are logged, never fatal.
+    pub fn event_detached<K: Resource<DynamicType = ()>>(
+        recorder: Option<&Recorder>,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let Some(recorder) = recorder.cloned() else {
+            return;
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        let reference = object.object_ref(&());
+        tokio::spawn(async move {
+            if let Err(err) = recorder.publish(&event, &reference).await {
+                tracing::warn!(error = %err, reason = %event.reason, "failed to publish event");
+            }
+        });
     }
 
     /// Publishes an Event; failures are logged, never fatal.

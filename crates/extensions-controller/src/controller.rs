@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use api_types::keys::{SANDBOX_NAME_HASH_LABEL, SANDBOX_WARM_POOL_LABEL};
+use api_types::keys::{SANDBOX_ID_LABEL, SANDBOX_WARM_POOL_LABEL};
 use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool, name_hash};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, future};
@@ -27,6 +27,7 @@ use crate::claim;
 use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
 use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
+use crate::sandbox_index::SandboxIndex;
 use crate::{template, warm_pool};
 
 /// Events buffered per subscriber of a shared reflector.
@@ -58,6 +59,30 @@ impl Default for Options {
 
 fn strip_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
+}
+
+/// True when a Sandbox is the extensions controllers' business: a pool member (pool label),
+/// or controlled or owned by a pool or a claim (warm-adopted, cold, or a deleted pool's
+/// orphan).
+fn is_ours(sb: &Sandbox) -> bool {
+    let meta = &sb.metadata;
+    meta.labels.as_ref().is_some_and(|l| {
+        l.contains_key(SANDBOX_WARM_POOL_LABEL) || l.contains_key(SANDBOX_ID_LABEL)
+    }) || meta.owner_references.iter().flatten().any(|o| {
+        refers_to_kind(o, WARM_POOL_KIND) || refers_to_kind(o, crate::ownership::CLAIM_KIND)
+    })
+}
+
+/// Sandboxes that are neither pool members nor claims' keep only their metadata in the cache:
+/// the controllers only ever look at such a Sandbox to tell that a claim's name is taken by
+/// someone else's, and at 10,000 bare Sandboxes their specs and statuses were most of this
+/// process' memory. An event that makes a Sandbox ours carries it whole again.
+fn slim_sandbox(sb: &mut Sandbox) {
+    sb.metadata.managed_fields = None;
+    if !is_ours(sb) {
+        sb.spec = Default::default();
+        sb.status = None;
+    }
 }
 
 /// Pods are only read for their scheduling state.
@@ -128,6 +153,8 @@ fn shared<K>(
     client: &Client,
     config: watcher::Config,
     subscribers: usize,
+    trim: fn(&mut K),
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     Store<K>,
     impl std::future::Future<Output = ()> + Send + 'static,
@@ -155,10 +182,22 @@ where
     }
     let driver = watcher(Api::<K>::all(client.clone()), config)
         .default_backoff()
-        .modify(strip_managed_fields::<K>)
+        .modify(trim)
         .inspect(move |event| {
+            if let Ok(event) = event {
+                on_event(event);
+            }
             if let Ok(watcher::Event::Delete(obj)) = event {
-                let obj = Arc::new(obj.clone());
+                // Marked as deleted (an object without finalizers goes without ever showing a
+                // deletionTimestamp), so fingerprint filters let the deletion through.
+                let mut obj = obj.clone();
+                if obj.meta().deletion_timestamp.is_none() {
+                    obj.meta_mut().deletion_timestamp =
+                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            k8s_openapi::jiff::Timestamp::now(),
+                        ));
+                }
+                let obj = Arc::new(obj);
                 for tx in &senders {
                     let _ = tx.unbounded_send(obj.clone());
                 }
@@ -310,20 +349,49 @@ impl ExtensionsController {
             metrics,
             reconcile_metrics,
         } = self;
-        let (sandboxes, sb_driver, mut sb_subs) =
-            shared::<Sandbox>(&client, watcher::Config::default(), 2);
-        let (pools, pool_driver, mut pool_subs) =
-            shared::<SandboxWarmPool>(&client, watcher::Config::default(), 2);
-        let (templates, tmpl_driver, mut tmpl_subs) =
-            shared::<SandboxTemplate>(&client, watcher::Config::default(), 3);
-        let (claims, claim_driver, mut claim_subs) =
-            shared::<SandboxClaim>(&client, watcher::Config::default(), 1);
-        let (policies, np_driver, mut np_subs) =
-            shared::<NetworkPolicy>(&client, watcher::Config::default(), 1);
+        let sandbox_index = SandboxIndex::default();
+        let index_writer = sandbox_index.clone();
+        let (sandboxes, sb_driver, mut sb_subs) = shared::<Sandbox>(
+            &client,
+            watcher::Config::default(),
+            2,
+            slim_sandbox,
+            move |event| index_writer.observe(event),
+        );
+        let (pools, pool_driver, mut pool_subs) = shared::<SandboxWarmPool>(
+            &client,
+            watcher::Config::default(),
+            2,
+            strip_managed_fields,
+            |_| {},
+        );
+        let (templates, tmpl_driver, mut tmpl_subs) = shared::<SandboxTemplate>(
+            &client,
+            watcher::Config::default(),
+            3,
+            strip_managed_fields,
+            |_| {},
+        );
+        let (claims, claim_driver, mut claim_subs) = shared::<SandboxClaim>(
+            &client,
+            watcher::Config::default(),
+            1,
+            strip_managed_fields,
+            |_| {},
+        );
+        let (policies, np_driver, mut np_subs) = shared::<NetworkPolicy>(
+            &client,
+            watcher::Config::default(),
+            1,
+            strip_managed_fields,
+            |_| {},
+        );
         let (pods, pod_writer) = reflector::store::<Pod>();
+        // Only pool members' pods are read (for their scheduling state); they carry the pool
+        // label from the member's pod template, and lose it when a claim takes the member.
         let pod_driver = watcher(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(SANDBOX_NAME_HASH_LABEL),
+            watcher::Config::default().labels(SANDBOX_WARM_POOL_LABEL),
         )
         .default_backoff()
         .modify(slim_pod)
@@ -332,6 +400,7 @@ impl ExtensionsController {
 
         let stores = Stores {
             sandboxes: sandboxes.clone(),
+            sandbox_index,
             pools: pools.clone(),
             templates: templates.clone(),
             claims: claims.clone(),
@@ -436,9 +505,13 @@ impl ExtensionsController {
             claims.clone(),
         )
         .owns_shared_stream(sb_for_claims)
-        .watches_shared_stream(pool_for_claims, move |p: Arc<SandboxWarmPool>| {
-            claims_for_pool(&claims_for_pools, &p)
-        })
+        // Only pool changes a waiting claim cares about (created, spec or labels changed,
+        // deleted): a status write per adoption would otherwise requeue every unbound claim of
+        // the pool, which under a burst means thousands of redundant passes.
+        .watches_shared_stream(
+            changed_only(pool_for_claims, pool_fingerprint, pools.clone()),
+            move |p: Arc<SandboxWarmPool>| claims_for_pool(&claims_for_pools, &p),
+        )
         .watches_shared_stream(tmpl_for_claims, move |t: Arc<SandboxTemplate>| {
             claims_for_template(&pools_c, &claims_c, &t)
         })

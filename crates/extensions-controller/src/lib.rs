@@ -8,6 +8,7 @@
 //! | [`claim`] | metadata rules, injection policies, candidate order, adoption patch, cold builder, status, lifecycle, claim reconcile |
 //! | [`metrics`] | the reference's claim metrics |
 //! | [`controller`] | shared reflectors and the three kube-runtime Controllers |
+//! | [`sandbox_index`] | the Sandbox cache's indexes (members by pool label, Sandboxes by controller UID) |
 //!
 //! [`run`] is the whole binary; [`run_with`] runs it on a prepared
 //! [`controller_common::Runtime`] (tests build one around their own client).
@@ -19,6 +20,7 @@ pub mod controller;
 pub mod error;
 pub mod metrics;
 pub mod ownership;
+pub mod sandbox_index;
 pub mod template;
 pub mod warm_pool;
 

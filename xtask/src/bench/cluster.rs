@@ -145,7 +145,18 @@ pub struct Stack {
     pub kubeconfig: PathBuf,
     pub client: kube::Client,
     pub controllers: Vec<Controller>,
-    controller_log_level: String,
+    controller_options: ControllerOptions,
+}
+
+/// How the controllers are started, beyond what every run sets.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerOptions {
+    /// `--log-level` of both.
+    pub log_level: String,
+    /// Extra arguments of the sandbox-controller.
+    pub sandbox_args: Vec<String>,
+    /// Extra arguments of the extensions-controller.
+    pub extensions_args: Vec<String>,
 }
 
 impl Stack {
@@ -154,7 +165,7 @@ impl Stack {
         binaries: &Binaries,
         dir: &Path,
         options: &DevclusterOptions,
-        controller_log_level: &str,
+        controller_options: &ControllerOptions,
     ) -> Result<Stack, BenchError> {
         std::fs::create_dir_all(dir).map_err(|e| BenchError::io("creating", dir, e))?;
         let kubeconfig = dir.join("kubeconfig");
@@ -222,7 +233,7 @@ impl Stack {
             kubeconfig,
             client,
             controllers: Vec::new(),
-            controller_log_level: controller_log_level.to_string(),
+            controller_options: controller_options.clone(),
         })
     }
 
@@ -322,7 +333,11 @@ impl Stack {
             .arg("--leader-elect=false")
             .arg(format!("--metrics-bind-address={metrics_addr}"))
             .arg(format!("--health-probe-bind-address={probe_addr}"))
-            .arg(format!("--log-level={}", self.controller_log_level))
+            .arg(format!("--log-level={}", self.controller_options.log_level))
+            .args(match kind {
+                ControllerKind::Sandbox => &self.controller_options.sandbox_args,
+                ControllerKind::Extensions => &self.controller_options.extensions_args,
+            })
             .stdout(Stdio::from(log_file))
             .stderr(Stdio::from(err_file))
             .kill_on_drop(true)

@@ -83,6 +83,11 @@ pub struct RequestDelta {
     pub requests_by_verb: BTreeMap<String, f64>,
     /// Writes answered with a non-2xx code (conflicts, mostly), not the benchmark client.
     pub failed_writes: f64,
+    /// Those failed writes by `verb resource[/subresource] code`.
+    pub failed_writes_by_verb_resource: BTreeMap<String, f64>,
+    /// Writes by the sender's user agent (its binary name, before the `/`; `nodes` for
+    /// devcluster's simulated nodes, which send none), then `verb resource[/subresource]`.
+    pub writes_by_agent: BTreeMap<String, BTreeMap<String, f64>>,
     /// Writes of devcluster's simulated nodes (binding, pod status), not in `writes_total`.
     pub simulated_node_writes: f64,
 }
@@ -102,6 +107,12 @@ impl RequestDelta {
             writes_by_verb_resource: scale(&self.writes_by_verb_resource),
             requests_by_verb: scale(&self.requests_by_verb),
             failed_writes: super::stats::round(self.failed_writes / n, 2),
+            failed_writes_by_verb_resource: scale(&self.failed_writes_by_verb_resource),
+            writes_by_agent: self
+                .writes_by_agent
+                .iter()
+                .map(|(agent, m)| (agent.clone(), scale(m)))
+                .collect(),
             simulated_node_writes: super::stats::round(self.simulated_node_writes / n, 2),
         }
     }
@@ -122,6 +133,16 @@ fn resource_key(sample: &Sample) -> String {
             sample.label("resource"),
             sub
         )
+    }
+}
+
+/// The binary name a user agent starts with (`extensions-controller/v0.1.0` →
+/// `extensions-controller`); `nodes` when empty (devcluster's simulated nodes send none).
+fn agent_name(sample: &Sample) -> String {
+    let agent = sample.label("user_agent");
+    match agent.split('/').next() {
+        Some(name) if !name.is_empty() => name.to_owned(),
+        _ => "nodes".to_owned(),
     }
 }
 
@@ -170,6 +191,26 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
             others_write(s) && !s.label("code").starts_with('2')
         })
     };
+    let failed_by_resource = |snap: &Snapshot| {
+        sum_by(&snap.devcluster, DC, |s| {
+            (others_write(s) && !s.label("code").starts_with('2'))
+                .then(|| format!("{} {}", resource_key(s), s.label("code")))
+        })
+    };
+    let by_agent = |snap: &Snapshot| {
+        sum_by(&snap.devcluster, DC, |s| {
+            others_write(s).then(|| format!("{}\t{}", agent_name(s), resource_key(s)))
+        })
+    };
+    let mut writes_by_agent: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for (key, value) in minus(by_agent(after), &by_agent(before)) {
+        if let Some((agent, resource)) = key.split_once('\t') {
+            writes_by_agent
+                .entry(agent.to_owned())
+                .or_default()
+                .insert(resource.to_owned(), value);
+        }
+    }
     let writes_by_verb_resource = minus(by_resource(after), &by_resource(before));
     let simulated_node_writes = writes_by_verb_resource
         .iter()
@@ -201,6 +242,11 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
         writes_by_verb_resource,
         requests_by_verb: minus(by_verb(after), &by_verb(before)),
         failed_writes: (failed(after) - failed(before)).max(0.0),
+        failed_writes_by_verb_resource: minus(
+            failed_by_resource(after),
+            &failed_by_resource(before),
+        ),
+        writes_by_agent,
         simulated_node_writes,
     }
 }
@@ -227,7 +273,7 @@ devcluster_requests_total{verb="create",resource="sandboxclaims",subresource="",
         );
         let after = snap(
             r#"devcluster_requests_total{verb="patch",resource="sandboxes",subresource="",user_agent="",code="200"} 4
-devcluster_requests_total{verb="patch",resource="sandboxclaims",subresource="status",user_agent="",code="409"} 1
+devcluster_requests_total{verb="patch",resource="sandboxclaims",subresource="status",user_agent="extensions-controller/v0.1.0",code="409"} 1
 devcluster_requests_total{verb="create",resource="pods",subresource="binding",user_agent="",code="201"} 2
 devcluster_requests_total{verb="get",resource="sandboxes",subresource="",user_agent="",code="200"} 7
 devcluster_requests_total{verb="create",resource="sandboxclaims",subresource="",user_agent="agent-sandbox-bench",code="201"} 9"#,
@@ -240,6 +286,16 @@ rest_client_requests_total{code="200",method="GET"} 9"#,
         assert_eq!(d.writes_by_verb_resource["patch sandboxes"], 3.0);
         assert_eq!(d.writes_by_verb_resource["patch sandboxclaims/status"], 1.0);
         assert_eq!(d.failed_writes, 1.0);
+        assert_eq!(
+            d.failed_writes_by_verb_resource["patch sandboxclaims/status 409"],
+            1.0
+        );
+        assert_eq!(
+            d.writes_by_agent["extensions-controller"]["patch sandboxclaims/status"],
+            1.0
+        );
+        assert_eq!(d.writes_by_agent["nodes"]["patch sandboxes"], 3.0);
+        assert!(!d.writes_by_agent.contains_key("agent-sandbox-bench"));
         assert_eq!(d.requests_by_verb["get"], 7.0);
         assert!(!d.requests_by_verb.contains_key("create"));
         assert_eq!(d.writes_by_controller["extensions-controller"], 3.0);

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
-use super::cluster::{Binaries, ControllerKind, DevclusterOptions, Stack};
+use super::cluster::{Binaries, ControllerKind, ControllerOptions, DevclusterOptions, Stack};
 use super::counters;
 use super::error::BenchError;
 use super::proc_stats::{CpuMeter, Machine, rss_mib};
@@ -182,7 +182,7 @@ pub struct Ctx<'a> {
     pub out: &'a Path,
     pub sizes: &'a Sizes,
     pub devcluster: &'a DevclusterOptions,
-    pub controller_log_level: &'a str,
+    pub controllers: &'a ControllerOptions,
     pub ticks_per_second: f64,
     /// Scale factor for every deadline (slow builds and loaded machines).
     pub timeout_factor: f64,
@@ -265,8 +265,7 @@ async fn run_inner(
     report: &mut ScenarioReport,
 ) -> Result<(), BenchError> {
     let dir = ctx.scenario_dir(name);
-    let mut stack =
-        Stack::start(ctx.binaries, &dir, ctx.devcluster, ctx.controller_log_level).await?;
+    let mut stack = Stack::start(ctx.binaries, &dir, ctx.devcluster, ctx.controllers).await?;
     let result = async {
         let rate = devcluster_throughput(&stack, ctx, ctx.sizes.devcluster_writers).await?;
         report.devcluster_writes_per_second = Some(round(rate, 1));

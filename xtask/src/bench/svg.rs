@@ -128,6 +128,17 @@ fn axes(svg: &mut String, frame: &Frame, x_label: &str, y_label: &str, x_ticks: 
     );
 }
 
+/// Closes an opened chart with a centred "no data".
+fn no_data(mut svg: String) -> String {
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
+        WIDTH / 2.0,
+        HEIGHT / 2.0
+    );
+    svg
+}
+
 /// A line chart of `series` (empty series are skipped; an empty chart says "no data").
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
     let all: Vec<(f64, f64)> = series
@@ -138,13 +149,7 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     let mut svg = String::new();
     open(&mut svg, title);
     if all.is_empty() {
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
-            WIDTH / 2.0,
-            HEIGHT / 2.0
-        );
-        return svg;
+        return no_data(svg);
     }
     let x_min = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let mut x_max = all.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
@@ -192,13 +197,7 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[(String, f64)]) -> String {
     let mut svg = String::new();
     open(&mut svg, title);
     if bars.is_empty() {
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
-            WIDTH / 2.0,
-            HEIGHT / 2.0
-        );
-        return svg;
+        return no_data(svg);
     }
     let y_top = bars.iter().map(|b| b.1).fold(0.0, f64::max);
     let frame = Frame {

@@ -99,18 +99,24 @@ fn pod_template() -> Value {
     })
 }
 
+/// Creates one object of `kind` from `body` (its `metadata` and `spec`).
+async fn create_object(client: &kube::Client, kind: Kind, body: Value) -> Result<(), BenchError> {
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let obj = object(kind, body)?;
+    kind.api(client)
+        .create(&PostParams::default(), &obj)
+        .await
+        .map_err(|e| BenchError::kube(format!("creating {} {name}", kind.resource().kind), e))?;
+    Ok(())
+}
+
 /// Creates a SandboxTemplate `name`.
 pub async fn create_template(client: &kube::Client, name: &str) -> Result<(), BenchError> {
-    let template = object(
-        Kind::Template,
-        json!({"metadata": {"name": name}, "spec": {"podTemplate": pod_template()}}),
-    )?;
-    Kind::Template
-        .api(client)
-        .create(&PostParams::default(), &template)
-        .await
-        .map_err(|e| BenchError::kube(format!("creating SandboxTemplate {name}"), e))?;
-    Ok(())
+    let body = json!({"metadata": {"name": name}, "spec": {"podTemplate": pod_template()}});
+    create_object(client, Kind::Template, body).await
 }
 
 /// Creates a SandboxWarmPool `name` of `replicas` using template `template`.
@@ -120,17 +126,9 @@ pub async fn create_pool(
     template: &str,
     replicas: u32,
 ) -> Result<(), BenchError> {
-    let pool = object(
-        Kind::Pool,
-        json!({"metadata": {"name": name},
-               "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": template}}}),
-    )?;
-    Kind::Pool
-        .api(client)
-        .create(&PostParams::default(), &pool)
-        .await
-        .map_err(|e| BenchError::kube(format!("creating SandboxWarmPool {name}"), e))?;
-    Ok(())
+    let body = json!({"metadata": {"name": name},
+                      "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": template}}});
+    create_object(client, Kind::Pool, body).await
 }
 
 /// Sets `spec.replicas` of pool `name`.
@@ -154,30 +152,14 @@ pub async fn scale_pool(
 
 /// Creates a SandboxClaim `name` against pool `pool`.
 pub async fn create_claim(client: &kube::Client, name: &str, pool: &str) -> Result<(), BenchError> {
-    let claim = object(
-        Kind::Claim,
-        json!({"metadata": {"name": name}, "spec": {"warmPoolRef": {"name": pool}}}),
-    )?;
-    Kind::Claim
-        .api(client)
-        .create(&PostParams::default(), &claim)
-        .await
-        .map_err(|e| BenchError::kube(format!("creating SandboxClaim {name}"), e))?;
-    Ok(())
+    let body = json!({"metadata": {"name": name}, "spec": {"warmPoolRef": {"name": pool}}});
+    create_object(client, Kind::Claim, body).await
 }
 
 /// Creates a bare (core) Sandbox `name`.
 pub async fn create_sandbox(client: &kube::Client, name: &str) -> Result<(), BenchError> {
-    let sandbox = object(
-        Kind::Sandbox,
-        json!({"metadata": {"name": name}, "spec": {"podTemplate": pod_template()}}),
-    )?;
-    Kind::Sandbox
-        .api(client)
-        .create(&PostParams::default(), &sandbox)
-        .await
-        .map_err(|e| BenchError::kube(format!("creating Sandbox {name}"), e))?;
-    Ok(())
+    let body = json!({"metadata": {"name": name}, "spec": {"podTemplate": pod_template()}});
+    create_object(client, Kind::Sandbox, body).await
 }
 
 /// `status.readyReplicas` of pool `name` (0 when unset).
@@ -460,6 +442,28 @@ pub struct CreateOutcome {
     pub elapsed: Duration,
 }
 
+impl CreateOutcome {
+    /// Counts one create's result.
+    fn record(&mut self, result: Result<(), impl std::fmt::Display>) {
+        match result {
+            Ok(()) => self.created += 1,
+            Err(e) => {
+                self.failed += 1;
+                self.first_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+
+    /// Adds another writer's counts (keeping the first error seen).
+    fn merge(&mut self, other: CreateOutcome) {
+        self.created += other.created;
+        self.failed += other.failed;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+}
+
 /// Creates `count` objects named `{prefix}{i}` open-loop at `rate` per second (all at once
 /// when `rate` is `None`), recording each creation time in `watch`. `make` performs one create.
 pub async fn create_open_loop<F, Fut>(
@@ -522,13 +526,7 @@ where
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let name = format!("{prefix}{i}");
                 watch.mark_created(&name, now_s());
-                match make(name).await {
-                    Ok(()) => outcome.created += 1,
-                    Err(e) => {
-                        outcome.failed += 1;
-                        outcome.first_error.get_or_insert(e.to_string());
-                    }
-                }
+                outcome.record(make(name).await);
             }
             Ok::<CreateOutcome, BenchError>(outcome)
         }));
@@ -536,11 +534,7 @@ where
     let mut total = CreateOutcome::default();
     for task in tasks {
         if let Ok(Ok(outcome)) = task.await {
-            total.created += outcome.created;
-            total.failed += outcome.failed;
-            if total.first_error.is_none() {
-                total.first_error = outcome.first_error;
-            }
+            total.merge(outcome);
         }
     }
     total.elapsed = start.elapsed();
@@ -554,15 +548,8 @@ async fn collect(
     let mut outcome = CreateOutcome::default();
     for task in tasks {
         match task.await {
-            Ok(Ok(())) => outcome.created += 1,
-            Ok(Err(e)) => {
-                outcome.failed += 1;
-                outcome.first_error.get_or_insert(e.to_string());
-            }
-            Err(e) => {
-                outcome.failed += 1;
-                outcome.first_error.get_or_insert(e.to_string());
-            }
+            Ok(result) => outcome.record(result),
+            Err(e) => outcome.record(Err(e)),
         }
     }
     outcome.elapsed = start.elapsed();
@@ -588,13 +575,7 @@ where
                 if i >= count {
                     break;
                 }
-                match make(i).await {
-                    Ok(()) => outcome.created += 1,
-                    Err(e) => {
-                        outcome.failed += 1;
-                        outcome.first_error.get_or_insert(e.to_string());
-                    }
-                }
+                outcome.record(make(i).await);
             }
             outcome
         }));
@@ -602,11 +583,7 @@ where
     let mut total = CreateOutcome::default();
     for task in tasks {
         if let Ok(outcome) = task.await {
-            total.created += outcome.created;
-            total.failed += outcome.failed;
-            if total.first_error.is_none() {
-                total.first_error = outcome.first_error;
-            }
+            total.merge(outcome);
         }
     }
     total.elapsed = start.elapsed();

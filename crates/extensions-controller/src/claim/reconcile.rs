@@ -4,7 +4,9 @@
 //! Writes per warm claim with default flags: one guarded Sandbox patch (the ownership
 //! transfer), one claim status patch, one claim annotation patch at first Ready (skipped with
 //! `--disable-claim-observability-annotations`), plus the `SandboxAdopted` Event (skipped with
-//! `--disable-claim-events`).
+//! `--disable-claim-events`). Only the first two are on a worker's path: the Event and the
+//! annotation patch are sent in the background, so a worker is free again once the claim's
+//! Ready is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -169,7 +171,7 @@ enum Binding {
 
 struct Pass<'a> {
     claim: &'a SandboxClaim,
-    ctx: &'a Context,
+    ctx: &'a Arc<Context>,
     namespace: String,
     name: String,
     uid: String,
@@ -186,7 +188,7 @@ struct Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
-    fn new(claim: &'a SandboxClaim, ctx: &'a Context, lacks_trace: bool) -> Self {
+    fn new(claim: &'a SandboxClaim, ctx: &'a Arc<Context>, lacks_trace: bool) -> Self {
         let namespace = claim.metadata.namespace.clone().unwrap_or_default();
         Pass {
             claim,
@@ -469,10 +471,11 @@ impl<'a> Pass<'a> {
 
     /// A Sandbox in the cache whose controller is this claim.
     fn owned_in_cache(&self) -> Option<Arc<Sandbox>> {
-        self.ctx.stores.sandboxes.find(|s| {
-            s.metadata.namespace.as_deref() == Some(self.namespace.as_str())
-                && is_controlled_by(&s.metadata, &self.uid)
-        })
+        self.ctx
+            .stores
+            .sandboxes_controlled_by(&self.namespace, &self.uid)
+            .into_iter()
+            .next()
     }
 
     /// Finds the claim's Sandbox, or takes or makes one. The second value asks for a re-check.

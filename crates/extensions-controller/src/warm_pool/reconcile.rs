@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use api_types::conditions::{POD_SCHEDULED, STATUS_FALSE};
 use api_types::keys::{
     SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_LAUNCH_TYPE_WARM, SANDBOX_POD_NAME_ANNOTATION,
-    SANDBOX_WARM_POOL_LABEL,
 };
 use api_types::{Sandbox, SandboxWarmPool, SandboxWarmPoolStatus, UpdateStrategyType, name_hash};
 use futures::future::join_all;
@@ -156,14 +155,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
             template,
         });
     let pool_hash = name_hash(name);
-    let listed: Vec<Arc<Sandbox>> = ctx.stores.sandboxes.state_filter(|s| {
-        s.metadata.namespace.as_deref() == Some(namespace)
-            && s.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
-                == Some(&pool_hash)
-    });
+    let listed: Vec<Arc<Sandbox>> = ctx.stores.sandboxes_with_pool_label(namespace, &pool_hash);
     let now = Instant::now();
     let pending = state.in_flight.settle(
         &key,

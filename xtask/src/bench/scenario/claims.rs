@@ -35,38 +35,47 @@ fn record_writes(report: &mut ScenarioReport, delta: &counters::RequestDelta, cl
     report.requests = Some(per);
 }
 
-/// `gate`: the reference's CI gate (pool 1050, 750 claims at 75/s).
-pub async fn gate(
+/// An open-loop claim run: one pool of `pool_replicas`, `claims` claims created at `rate`
+/// per second, until every one is Ready; then the latency, throughput and write figures.
+struct OpenLoop<'a> {
+    /// Scenario name: pool and template name, chart file prefix, progress label.
+    name: &'a str,
+    pool_replicas: u32,
+    claims: usize,
+    rate: f64,
+}
+
+async fn open_loop(
     stack: &mut Stack,
     ctx: &Ctx<'_>,
     report: &mut ScenarioReport,
+    run: OpenLoop<'_>,
 ) -> Result<(), BenchError> {
-    let sizes = ctx.sizes;
-    let pools = warm_pools(stack, ctx, "gate", "gate", 1, sizes.gate_pool).await?;
+    let OpenLoop {
+        name,
+        pool_replicas,
+        claims: n,
+        rate,
+    } = run;
+    let pools = warm_pools(stack, ctx, name, name, 1, pool_replicas).await?;
     let pool = pools[0].clone();
     let watch = ReadyWatch::start(&stack.client, Kind::Claim).await?;
     let before = counters::snapshot(stack).await?;
     let meters = cpu_meters(stack, ctx);
     let load_start = now_s();
-    let progress = bar("gate", "claims Ready", sizes.gate_claims as u64);
+    let progress = bar(name, "claims Ready", n as u64);
     let client = stack.client.clone();
-    let outcome = workload::create_open_loop(
-        &watch,
-        "gate-claim-",
-        sizes.gate_claims,
-        Some(sizes.gate_rate),
-        move |name| {
-            let (client, pool) = (client.clone(), pool.clone());
-            async move { workload::create_claim(&client, &name, &pool).await }
-        },
-    )
+    let prefix = format!("{name}-claim-");
+    let outcome = workload::create_open_loop(&watch, &prefix, n, Some(rate), move |claim| {
+        let (client, pool) = (client.clone(), pool.clone());
+        async move { workload::create_claim(&client, &claim, &pool).await }
+    })
     .await;
     check_creates(&outcome, "claim")?;
-    let n = sizes.gate_claims;
     watch
         .wait_until(
-            &format!("{n} claims to be Ready"),
-            ctx.timeout(60.0 + n as f64 / sizes.gate_rate),
+            &format!("{n} {name} claims to be Ready"),
+            ctx.timeout(60.0 + n as f64 / rate),
             &progress,
             |w| w.ever_ready() >= n,
         )
@@ -77,14 +86,30 @@ pub async fn gate(
     let delta = counters::delta(&before, &after);
     record_writes(report, &delta, n);
     reference_gate_metric(report, &after);
-    let samples = claim_samples(&watch, "gate-claim-", load_start);
+    let samples = claim_samples(&watch, &prefix, load_start);
     let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
     report.claims = Some(n);
     report.claims_per_second = (span > 0.0).then(|| round(n as f64 / span, 1));
+    report.detail("offered_rate_per_second", rate);
+    claim_figures(report, ctx.out, name, &samples)?;
+    requests_chart(report, ctx.out, name, &delta)
+}
+
+/// `gate`: the reference's CI gate (pool 1050, 750 claims at 75/s).
+pub async fn gate(
+    stack: &mut Stack,
+    ctx: &Ctx<'_>,
+    report: &mut ScenarioReport,
+) -> Result<(), BenchError> {
+    let sizes = ctx.sizes;
     report.detail("pool_replicas", sizes.gate_pool);
-    report.detail("offered_rate_per_second", sizes.gate_rate);
-    claim_figures(report, ctx.out, "gate", &samples)?;
-    requests_chart(report, ctx.out, "gate", &delta)
+    let run = OpenLoop {
+        name: "gate",
+        pool_replicas: sizes.gate_pool,
+        claims: sizes.gate_claims,
+        rate: sizes.gate_rate,
+    };
+    open_loop(stack, ctx, report, run).await
 }
 
 /// `saturate`: pre-warmed pools, claims as fast as they are taken.
@@ -182,50 +207,15 @@ pub async fn cold(
     report: &mut ScenarioReport,
 ) -> Result<(), BenchError> {
     let sizes = ctx.sizes;
-    let pools = warm_pools(stack, ctx, "cold", "cold", 1, 0).await?;
-    let pool = pools[0].clone();
-    let watch = ReadyWatch::start(&stack.client, Kind::Claim).await?;
-    let before = counters::snapshot(stack).await?;
-    let meters = cpu_meters(stack, ctx);
-    let load_start = now_s();
-    let progress = bar("cold", "claims Ready", sizes.cold_claims as u64);
-    let client = stack.client.clone();
-    let outcome = workload::create_open_loop(
-        &watch,
-        "cold-claim-",
-        sizes.cold_claims,
-        Some(sizes.cold_rate),
-        move |name| {
-            let (client, pool) = (client.clone(), pool.clone());
-            async move { workload::create_claim(&client, &name, &pool).await }
-        },
-    )
-    .await;
-    check_creates(&outcome, "claim")?;
-    let n = sizes.cold_claims;
-    watch
-        .wait_until(
-            &format!("{n} cold claims to be Ready"),
-            ctx.timeout(60.0 + n as f64 / sizes.cold_rate),
-            &progress,
-            |w| w.ever_ready() >= n,
-        )
-        .await?;
-    progress.finish_and_clear();
-    record_cpu(&meters, report);
-    let after = counters::snapshot(stack).await?;
-    let delta = counters::delta(&before, &after);
-    record_writes(report, &delta, n);
-    reference_gate_metric(report, &after);
-    let samples = claim_samples(&watch, "cold-claim-", load_start);
-    let span = samples.ready_at.iter().copied().fold(0.0, f64::max);
-    report.claims = Some(n);
-    report.claims_per_second = (span > 0.0).then(|| round(n as f64 / span, 1));
-    report.detail("offered_rate_per_second", sizes.cold_rate);
     report.detail(
         "pod_startup_delay",
         ctx.devcluster.pod_startup_delay.clone(),
     );
-    claim_figures(report, ctx.out, "cold", &samples)?;
-    requests_chart(report, ctx.out, "cold", &delta)
+    let run = OpenLoop {
+        name: "cold",
+        pool_replicas: 0,
+        claims: sizes.cold_claims,
+        rate: sizes.cold_rate,
+    };
+    open_loop(stack, ctx, report, run).await
 }

@@ -47,11 +47,11 @@ impl Pass<'_> {
             name: pool.metadata.name.as_deref().unwrap_or_default(),
             uid: pool.metadata.uid.as_deref(),
         };
-        let members = self
+        let mut members = self
             .ctx
             .stores
-            .sandboxes
-            .state_filter(|s| crate::claim::candidate::is_member(s, &pool_ref));
+            .sandboxes_with_pool_label(&self.namespace, &name_hash(pool_ref.name));
+        members.retain(|s| crate::claim::candidate::is_member(s, &pool_ref));
         let ranking = tracing::info_span!(
             "selectCandidate",
             warmpool.name = pool_ref.name,
@@ -118,7 +118,7 @@ impl Pass<'_> {
                     Ok(adopted) => {
                         crate::claim::trace::mark_bound(&self.uid);
                         claim_state.bind(&self.uid, &sb_name);
-                        self.adopted(pool, &current, &adopted).await;
+                        self.adopted(pool, &current, &adopted);
                         return Ok(Adoption::Adopted(Arc::new(adopted)));
                     }
                     Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
@@ -151,12 +151,7 @@ impl Pass<'_> {
         })
     }
 
-    pub(super) async fn adopted(
-        &self,
-        pool: &SandboxWarmPool,
-        before: &Sandbox,
-        adopted: &Sandbox,
-    ) {
+    pub(super) fn adopted(&self, pool: &SandboxWarmPool, before: &Sandbox, adopted: &Sandbox) {
         if let Some(wake) = &self.ctx.claim.pool_wake {
             let pool_ref = kube::runtime::reflector::ObjectRef::from_obj(pool);
             let _ = wake.unbounded_send(pool_ref.clone());
@@ -196,7 +191,7 @@ impl Pass<'_> {
             if ready { "ready" } else { "not_ready" },
         );
         tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
-        Context::event(
+        Context::event_detached(
             self.ctx.claim_recorder.as_ref(),
             self.claim,
             EventType::Normal,
@@ -206,8 +201,7 @@ impl Pass<'_> {
                 "Adopted warm pool Sandbox {:?}",
                 adopted.metadata.name.as_deref().unwrap_or_default()
             ),
-        )
-        .await;
+        );
     }
 
     pub(super) fn count_creation(

@@ -131,22 +131,36 @@ impl Pass<'_> {
         {
             stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace);
         }
-        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        // In the background: the claim is Ready already, and a failed stamp is not retried
+        // anyway (the metrics are recorded once per process).
+        let ctx = self.ctx.clone();
+        let (namespace, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
         let patch = json!({"metadata": {"annotations": stamp}});
-        match claims
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!(
-                    "stamp claim first-ready annotation on {}/{}",
-                    self.namespace, self.name
+        tokio::spawn(async move {
+            let claims = Api::<SandboxClaim>::namespaced(ctx.client.clone(), &namespace);
+            match claims
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(stamped) => {
+                    // The stamp moved the claim's resourceVersion: a later pass on a cache
+                    // that has not seen it must guard its status write with the new one, not
+                    // send a doomed 409.
+                    ctx.claim.status_written(
+                        &uid,
+                        stamped.metadata.resource_version.as_deref(),
+                        &stamped.status.clone().unwrap_or_default(),
+                    );
+                }
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => tracing::warn!(
+                    claim = %format!("{namespace}/{name}"),
+                    error = %e,
+                    "cannot stamp the claim's first-ready annotations"
                 ),
-                e,
-            )),
-        }
+            }
+        });
+        Ok(())
     }
 
     fn emit_claim_to_bound(

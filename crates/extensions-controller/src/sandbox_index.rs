@@ -1,0 +1,268 @@
+//! Secondary indexes over the shared Sandbox cache: members by pool label and Sandboxes by
+//! controlling owner UID. Without them every claim pass and every pool pass scanned the whole
+//! cache (tens of thousands of Sandboxes at scale) to find a handful of objects.
+//!
+//! The index is fed from the same watcher events as the reflector store, one step before the
+//! store applies them, so it can briefly name an object the store does not show yet (or no
+//! longer shows). Readers therefore always resolve names through the store and re-check what
+//! they need ([`crate::claim::candidate::is_member`], `is_controlled_by`): the index only
+//! narrows the search, it never decides.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use api_types::Sandbox;
+use api_types::keys::SANDBOX_WARM_POOL_LABEL;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+
+/// `(namespace, name)` of a Sandbox.
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Maps {
+    /// `(namespace, pool-label value)` → Sandboxes carrying that label.
+    by_pool_label: HashMap<(String, String), HashSet<Key>>,
+    /// Controlling owner UID → Sandboxes it controls.
+    by_controller: HashMap<String, HashSet<Key>>,
+    /// What each Sandbox was filed under, to unfile it on change or delete.
+    filed: HashMap<Key, Filed>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Filed {
+    pool_label: Option<String>,
+    controller: Option<String>,
+}
+
+impl Maps {
+    fn remove(&mut self, key: &Key) {
+        let Some(old) = self.filed.remove(key) else {
+            return;
+        };
+        if let Some(label) = old.pool_label {
+            let slot = (key.0.clone(), label);
+            if let Some(set) = self.by_pool_label.get_mut(&slot) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_pool_label.remove(&slot);
+                }
+            }
+        }
+        if let Some(uid) = old.controller
+            && let Some(set) = self.by_controller.get_mut(&uid)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_controller.remove(&uid);
+            }
+        }
+    }
+
+    fn apply(&mut self, sb: &Sandbox) {
+        let (Some(namespace), Some(name)) = (&sb.metadata.namespace, &sb.metadata.name) else {
+            return;
+        };
+        let key = (namespace.clone(), name.clone());
+        let filed = Filed {
+            pool_label: sb
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+                .cloned(),
+            controller: crate::ownership::controller_of(&sb.metadata).map(|o| o.uid.clone()),
+        };
+        if self.filed.get(&key) == Some(&filed) {
+            return;
+        }
+        self.remove(&key);
+        if let Some(label) = &filed.pool_label {
+            self.by_pool_label
+                .entry((namespace.clone(), label.clone()))
+                .or_default()
+                .insert(key.clone());
+        }
+        if let Some(uid) = &filed.controller {
+            self.by_controller
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.filed.insert(key, filed);
+    }
+}
+
+/// The indexes; cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct SandboxIndex {
+    live: Arc<RwLock<Maps>>,
+    /// Built during a (re)list, swapped in when the list is complete, so a relist drops the
+    /// Sandboxes deleted while the watch was down.
+    relisting: Arc<RwLock<Option<Maps>>>,
+}
+
+impl SandboxIndex {
+    /// Feeds one watcher event (call it before the store applies the same event).
+    pub fn observe(&self, event: &watcher::Event<Sandbox>) {
+        match event {
+            watcher::Event::Apply(sb) => self.write_live().apply(sb),
+            watcher::Event::Delete(sb) => {
+                if let (Some(ns), Some(name)) = (&sb.metadata.namespace, &sb.metadata.name) {
+                    self.write_live().remove(&(ns.clone(), name.clone()));
+                }
+            }
+            watcher::Event::Init => *self.write_relisting() = Some(Maps::default()),
+            watcher::Event::InitApply(sb) => {
+                self.write_relisting()
+                    .get_or_insert_with(Maps::default)
+                    .apply(sb);
+            }
+            watcher::Event::InitDone => {
+                if let Some(fresh) = self.write_relisting().take() {
+                    *self.write_live() = fresh;
+                }
+            }
+        }
+    }
+
+    fn write_live(&self) -> std::sync::RwLockWriteGuard<'_, Maps> {
+        self.live.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_relisting(&self) -> std::sync::RwLockWriteGuard<'_, Option<Maps>> {
+        self.relisting.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn resolve<'a>(
+        store: &Store<Sandbox>,
+        keys: impl Iterator<Item = &'a Key>,
+    ) -> Vec<Arc<Sandbox>> {
+        keys.filter_map(|(ns, name)| store.get(&ObjectRef::new(name).within(ns)))
+            .collect()
+    }
+
+    /// Cached Sandboxes in `namespace` labelled as members of the pool whose name hash is
+    /// `pool_label`.
+    pub fn with_pool_label(
+        &self,
+        store: &Store<Sandbox>,
+        namespace: &str,
+        pool_label: &str,
+    ) -> Vec<Arc<Sandbox>> {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        live.by_pool_label
+            .get(&(namespace.to_owned(), pool_label.to_owned()))
+            .map(|set| Self::resolve(store, set.iter()))
+            .unwrap_or_default()
+    }
+
+    /// Cached Sandboxes whose controlling owner has UID `uid`.
+    pub fn controlled_by(&self, store: &Store<Sandbox>, uid: &str) -> Vec<Arc<Sandbox>> {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        live.by_controller
+            .get(uid)
+            .map(|set| Self::resolve(store, set.iter()))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::runtime::reflector;
+
+    fn sandbox(name: &str, pool_label: Option<&str>, controller: Option<&str>) -> Sandbox {
+        let mut sb = Sandbox::new(name, Default::default());
+        sb.metadata.namespace = Some("ns".into());
+        sb.metadata.labels =
+            pool_label.map(|l| [(SANDBOX_WARM_POOL_LABEL.to_owned(), l.to_owned())].into());
+        sb.metadata.owner_references = controller.map(|uid| {
+            vec![OwnerReference {
+                api_version: "extensions.agents.x-k8s.io/v1beta1".into(),
+                kind: "SandboxWarmPool".into(),
+                name: "p".into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]
+        });
+        sb
+    }
+
+    fn names(found: Vec<Arc<Sandbox>>) -> Vec<String> {
+        let mut names: Vec<String> = found
+            .iter()
+            .filter_map(|s| s.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Feeds `event` to the index and the store, in the driver's order.
+    fn feed(
+        index: &SandboxIndex,
+        writer: &mut reflector::store::Writer<Sandbox>,
+        event: watcher::Event<Sandbox>,
+    ) {
+        index.observe(&event);
+        writer.apply_watcher_event(&event);
+    }
+
+    #[test]
+    fn finds_members_and_owned_sandboxes_and_follows_changes() {
+        let (store, mut writer) = reflector::store::<Sandbox>();
+        let index = SandboxIndex::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(sandbox("a", Some("h1"), Some("pool-uid"))),
+            watcher::Event::InitApply(sandbox("b", Some("h1"), Some("pool-uid"))),
+            watcher::Event::InitApply(sandbox("c", None, None)),
+            watcher::Event::InitDone,
+        ] {
+            feed(&index, &mut writer, event);
+        }
+        assert_eq!(names(index.with_pool_label(&store, "ns", "h1")), ["a", "b"]);
+        assert_eq!(names(index.controlled_by(&store, "pool-uid")), ["a", "b"]);
+        assert!(index.with_pool_label(&store, "other", "h1").is_empty());
+
+        // Adoption: label gone, controller is now the claim.
+        feed(
+            &index,
+            &mut writer,
+            watcher::Event::Apply(sandbox("a", None, Some("claim-uid"))),
+        );
+        assert_eq!(names(index.with_pool_label(&store, "ns", "h1")), ["b"]);
+        assert_eq!(names(index.controlled_by(&store, "claim-uid")), ["a"]);
+        assert_eq!(names(index.controlled_by(&store, "pool-uid")), ["b"]);
+
+        feed(
+            &index,
+            &mut writer,
+            watcher::Event::Delete(sandbox("b", Some("h1"), Some("pool-uid"))),
+        );
+        assert!(index.with_pool_label(&store, "ns", "h1").is_empty());
+        assert!(index.controlled_by(&store, "pool-uid").is_empty());
+    }
+
+    #[test]
+    fn a_relist_forgets_sandboxes_deleted_while_the_watch_was_down() {
+        let (store, mut writer) = reflector::store::<Sandbox>();
+        let index = SandboxIndex::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(sandbox("gone", Some("h1"), Some("pool-uid"))),
+            watcher::Event::InitDone,
+            watcher::Event::Init,
+            watcher::Event::InitApply(sandbox("kept", Some("h1"), Some("pool-uid"))),
+        ] {
+            feed(&index, &mut writer, event);
+        }
+        // Until the relist completes, the old view stands.
+        assert_eq!(names(index.controlled_by(&store, "pool-uid")), ["gone"]);
+        feed(&index, &mut writer, watcher::Event::InitDone);
+        assert_eq!(names(index.controlled_by(&store, "pool-uid")), ["kept"]);
+        assert_eq!(names(index.with_pool_label(&store, "ns", "h1")), ["kept"]);
+    }
+}
