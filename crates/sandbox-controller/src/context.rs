@@ -1,6 +1,7 @@
 //! What every reconcile shares: the client, the reflector stores it reads from, the event
 //! recorder, metrics and settings.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -11,6 +12,8 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
+use crate::coalesce::ProgressHolds;
+use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
 
 /// Field manager recorded on the objects this controller creates.
@@ -23,6 +26,9 @@ pub struct Settings {
     pub cluster_domain: String,
     /// Publish Kubernetes Events.
     pub events: bool,
+    /// How long a status change that is only progress towards Ready may be held back so that
+    /// it is written together with later news (see `coalesce`). Zero writes every change.
+    pub status_progress_window: Duration,
 }
 
 impl Default for Settings {
@@ -30,6 +36,7 @@ impl Default for Settings {
         Settings {
             cluster_domain: "cluster.local".to_string(),
             events: true,
+            status_progress_window: crate::coalesce::DEFAULT_PROGRESS_WINDOW,
         }
     }
 }
@@ -57,7 +64,16 @@ pub struct Context {
     /// produced: a pass that runs before the watch delivered that write computes from it instead
     /// of from the stale cached status (no re-stamped transition times, no duplicate write).
     written: Mutex<HashMap<ObjectRef<Sandbox>, (u64, SandboxStatus)>>,
+    /// Progress-only status writes being held back.
+    pub progress: ProgressHolds,
+    /// The last `pod-name` annotation value this process wrote per Sandbox (`None`: removed),
+    /// with the resourceVersion the write produced; like `written`, for passes that run before
+    /// the watch delivered the write (so the annotation is not written twice).
+    pod_name_written: Mutex<HashMap<ObjectRef<Sandbox>, WrittenPodName>>,
 }
+
+/// A `pod-name` annotation write: resourceVersion it produced, value (`None`: removed).
+type WrittenPodName = (u64, Option<String>);
 
 /// Upper bound of the retry backoff after repeated failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -79,6 +95,8 @@ impl Context {
             failures: Mutex::default(),
             latency_recorded: Mutex::default(),
             written: Mutex::default(),
+            progress: ProgressHolds::default(),
+            pod_name_written: Mutex::default(),
         }
     }
 
@@ -137,6 +155,63 @@ impl Context {
         }
     }
 
+    /// Remembers a `pod-name` annotation write (`None`: removed) with the resulting
+    /// resourceVersion.
+    pub fn remember_pod_name(
+        &self,
+        sandbox: &Sandbox,
+        resource_version: Option<&str>,
+        value: Option<String>,
+    ) {
+        let key = ObjectRef::from_obj(sandbox);
+        let mut written = self
+            .pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
+            Some(rv) => {
+                written.insert(key, (rv, value));
+            }
+            None => {
+                written.remove(&key);
+            }
+        }
+    }
+
+    /// The Sandbox as this pass should see it: the cached object, with the `pod-name`
+    /// annotation this process wrote last if the cache has not caught up with that write.
+    pub fn with_own_writes<'a>(&self, sandbox: &'a Sandbox) -> Cow<'a, Sandbox> {
+        let key = ObjectRef::from_obj(sandbox);
+        let cached_rv = sandbox
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok());
+        let mut written = self
+            .pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some((rv, value)) = written.get(&key) else {
+            return Cow::Borrowed(sandbox);
+        };
+        match cached_rv {
+            Some(cached) if cached < *rv => {
+                let mut own = sandbox.clone();
+                let annotations = own.metadata.annotations.get_or_insert_default();
+                match value {
+                    Some(v) => annotations.insert(POD_NAME_ANNOTATION.to_string(), v.clone()),
+                    None => annotations.remove(POD_NAME_ANNOTATION),
+                };
+                Cow::Owned(own)
+            }
+            Some(_) => {
+                written.remove(&key);
+                Cow::Borrowed(sandbox)
+            }
+            None => Cow::Borrowed(sandbox),
+        }
+    }
+
     /// Forgets per-Sandbox memory (the Sandbox is gone).
     pub fn forget(&self, sandbox: &Sandbox) {
         let key = ObjectRef::from_obj(sandbox);
@@ -145,6 +220,11 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
         self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        self.progress.release(&key);
+        self.pod_name_written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
@@ -159,10 +239,30 @@ impl Context {
             .map(|s| ObjectRef::from_obj(s.as_ref()))
             .collect();
         let uids: HashSet<String> = live.iter().filter_map(|s| s.metadata.uid.clone()).collect();
+        // A remembered write is dropped once the cache holds it (or something newer).
+        let cached_rv: HashMap<ObjectRef<Sandbox>, Option<u64>> = live
+            .iter()
+            .map(|s| {
+                let rv = s.metadata.resource_version.as_deref();
+                (
+                    ObjectRef::from_obj(s.as_ref()),
+                    rv.and_then(|rv| rv.parse().ok()),
+                )
+            })
+            .collect();
+        let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| match cached_rv.get(k) {
+            None => false,
+            Some(Some(cached)) => cached < written_rv,
+            Some(None) => true,
+        };
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, _| keys.contains(k));
+            .retain(|k, (rv, _)| still_ahead(k, rv));
+        self.pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|k, (rv, _)| still_ahead(k, rv));
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -171,6 +271,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|u| uids.contains(u));
+        self.progress.retain(|k| keys.contains(k));
     }
 
     /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).
@@ -183,6 +284,12 @@ impl Context {
                 .len()
             + self
                 .latency_recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+            + self.progress.len()
+            + self
+                .pod_name_written
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .len()
@@ -318,6 +425,41 @@ mod memory_tests {
         assert_eq!(ctx.next_backoff(key.clone(), base), MAX_BACKOFF);
         ctx.reset_backoff(&key);
         assert_eq!(ctx.next_backoff(key, base), base);
+    }
+
+    #[tokio::test]
+    async fn remembered_writes_are_dropped_once_the_cache_holds_them() {
+        let mut caught_up = sandbox("caught-up");
+        caught_up.metadata.resource_version = Some("20".into());
+        let mut lagging = sandbox("lagging");
+        lagging.metadata.resource_version = Some("20".into());
+        let ctx = context(&[&caught_up, &lagging]);
+        ctx.remember_written(&caught_up, Some("20"), SandboxStatus::default());
+        ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
+        ctx.prune_departed();
+        assert_eq!(ctx.remembered(), 1, "only the write the cache lacks stays");
+    }
+
+    #[tokio::test]
+    async fn a_pass_before_the_cache_caught_up_sees_the_pod_name_it_wrote() {
+        let mut sb = sandbox("annotated");
+        sb.metadata.resource_version = Some("10".into());
+        let ctx = context(&[&sb]);
+        ctx.remember_pod_name(&sb, Some("11"), Some("annotated".into()));
+        let seen = ctx.with_own_writes(&sb);
+        assert_eq!(
+            seen.metadata
+                .annotations
+                .as_ref()
+                .map(|a| a[POD_NAME_ANNOTATION].as_str()),
+            Some("annotated")
+        );
+        sb.metadata.resource_version = Some("11".into());
+        assert!(
+            matches!(ctx.with_own_writes(&sb), Cow::Borrowed(_)),
+            "the cache caught up: it wins"
+        );
+        assert_eq!(ctx.remembered(), 0);
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use api_types::Sandbox;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodSpec, PodStatus, Service};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::keys::NAME_HASH_LABEL;
 use crate::metrics::Metrics;
 use crate::reconcile::{error_policy, reconcile};
+use crate::triggers::settled;
 
 /// How to run the Sandbox controller.
 #[derive(Debug, Clone)]
@@ -82,8 +83,10 @@ fn sandbox_trigger(sb: &Sandbox) -> Option<u64> {
     Some(h.finish())
 }
 
-/// The cached Pod keeps what the controller reads: metadata and status, and only the node name
-/// of the spec.
+/// The cached Pod keeps what the controller reads: metadata (without managedFields), the node
+/// name, and of the status the phase, the `PodScheduled` and `Ready` conditions and the IPs.
+/// Pod writes are merge patches of labels, annotations and owner references only, so nothing
+/// dropped here is ever written back.
 fn slim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -92,7 +95,32 @@ fn slim_pod(pod: &mut Pod) {
         containers: Vec::new(),
         ..Default::default()
     });
+    if let Some(status) = pod.status.take() {
+        let conditions = status.conditions.map(|cs| {
+            cs.into_iter()
+                .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
+                .collect()
+        });
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions,
+            pod_ip: status.pod_ip,
+            pod_ips: status.pod_ips,
+            ..Default::default()
+        });
+    }
 }
+
+/// The cached Sandbox drops managedFields and kubectl's last-applied copy of the whole object;
+/// the controller reads neither and never writes the cached object back.
+fn slim_sandbox(sandbox: &mut Sandbox) {
+    sandbox.metadata.managed_fields = None;
+    if let Some(annotations) = sandbox.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+}
+
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 impl SandboxController {
     /// Builds the stores and registers the metrics (including `agent_sandboxes` over the
@@ -138,32 +166,52 @@ impl SandboxController {
             watcher::Config::default()
         };
 
-        let sandbox_stream = watcher(
-            Api::<Sandbox>::all(client.clone()),
-            watcher::Config::default(),
+        // Every trigger is emitted only once the store it came from reflects it (a relist's
+        // triggers wait for the relist to complete), and no Sandbox is reconciled before the
+        // child stores finished their first list: see `triggers`.
+        let children = stores.clone();
+        let sandbox_stream = settled(
+            watcher(
+                Api::<Sandbox>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(slim_sandbox)
+            .reflect(sb_w),
+            stores.sandboxes.clone(),
+            false,
         )
-        .default_backoff()
-        .reflect(sb_w)
-        .applied_objects()
+        .gated(async move {
+            children.wait_until_children_ready().await;
+        })
         .predicate_filter(sandbox_trigger, PredicateConfig::default());
-        let pod_stream = watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+        let pod_stream = settled(
+            watcher(Api::<Pod>::all(client.clone()), child_config.clone())
+                .default_backoff()
+                .modify(slim_pod)
+                .reflect(pod_w),
+            stores.pods.clone(),
+            true,
+        );
+        let svc_stream = settled(
+            watcher(Api::<Service>::all(client.clone()), child_config)
+                .default_backoff()
+                .modify(|s: &mut Service| s.metadata.managed_fields = None)
+                .reflect(svc_w),
+            stores.services.clone(),
+            true,
+        );
+        let pvc_stream = settled(
+            watcher(
+                Api::<PersistentVolumeClaim>::all(client.clone()),
+                watcher::Config::default(),
+            )
             .default_backoff()
-            .modify(slim_pod)
-            .reflect(pod_w)
-            .touched_objects();
-        let svc_stream = watcher(Api::<Service>::all(client.clone()), child_config)
-            .default_backoff()
-            .modify(|s: &mut Service| s.metadata.managed_fields = None)
-            .reflect(svc_w)
-            .touched_objects();
-        let pvc_stream = watcher(
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
-        .reflect(pvc_w)
-        .touched_objects();
+            .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
+            .reflect(pvc_w),
+            stores.pvcs.clone(),
+            true,
+        );
 
         let recorder = options.settings.events.then(|| {
             Recorder::new(
@@ -210,6 +258,11 @@ impl SandboxController {
                 if let Err(err) = res {
                     match err {
                         controller::Error::ObjectNotFound(_) => {}
+                        controller::Error::QueueError(err) => {
+                            // The watcher retries with backoff and relists after a 410; the
+                            // relist's changes trigger reconciles once the store holds them.
+                            tracing::warn!(error = %err, "watch failed; retrying");
+                        }
                         other => tracing::debug!(error = %other, "controller event"),
                     }
                 }
@@ -244,8 +297,12 @@ where
 /// Stores are synced when every reflector has completed its initial list.
 impl Stores {
     pub async fn wait_until_ready(&self) -> bool {
-        wait_store(&self.sandboxes).await
-            && wait_store(&self.pods).await
+        wait_store(&self.sandboxes).await && self.wait_until_children_ready().await
+    }
+
+    /// The Pod, Service and PVC stores completed their first list.
+    pub async fn wait_until_children_ready(&self) -> bool {
+        wait_store(&self.pods).await
             && wait_store(&self.services).await
             && wait_store(&self.pvcs).await
     }
@@ -277,11 +334,18 @@ mod tests {
     }
 
     #[test]
-    fn cached_pods_keep_metadata_status_and_node_only() {
+    fn cached_pods_keep_metadata_node_and_the_status_fields_read() {
         let mut pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "labels": {"a": "b"}, "managedFields": [{"manager": "x"}]},
             "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "i"}]},
-            "status": {"phase": "Running", "podIP": "127.0.0.1"}
+            "status": {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
+                       "hostIP": "10.0.0.1", "qosClass": "BestEffort",
+                       "conditions": [
+                           {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
+                           {"type": "Initialized", "status": "True"},
+                           {"type": "Ready", "status": "False", "message": "probe"}],
+                       "containerStatuses": [{"name": "c", "image": "i", "imageID": "x",
+                           "ready": true, "restartCount": 0}]}
         }))
         .unwrap();
         slim_pod(&mut pod);
@@ -290,6 +354,33 @@ mod tests {
         let spec = pod.spec.unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("node-7"));
         assert!(spec.containers.is_empty());
-        assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Running"));
+        let status = serde_json::to_value(pod.status.unwrap()).unwrap();
+        assert_eq!(
+            status,
+            serde_json::json!({"phase": "Running", "podIP": "127.0.0.1",
+                "podIPs": [{"ip": "127.0.0.1"}],
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
+                    {"type": "Ready", "status": "False", "message": "probe"}]})
+        );
+    }
+
+    #[test]
+    fn cached_sandboxes_drop_managed_fields_and_the_last_applied_copy() {
+        let mut sb = Sandbox::new("sb", SandboxSpec::default());
+        sb.metadata.managed_fields = Some(vec![Default::default()]);
+        sb.metadata.annotations = Some(
+            [
+                (LAST_APPLIED_ANNOTATION.to_string(), "{...}".to_string()),
+                ("agents.x-k8s.io/pod-name".to_string(), "p".to_string()),
+            ]
+            .into(),
+        );
+        slim_sandbox(&mut sb);
+        assert_eq!(sb.metadata.managed_fields, None);
+        assert_eq!(
+            sb.metadata.annotations,
+            Some([("agents.x-k8s.io/pod-name".to_string(), "p".to_string())].into())
+        );
     }
 }

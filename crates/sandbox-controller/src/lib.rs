@@ -5,6 +5,7 @@
 //! [`reconcile`] observes the reflector stores, computes, and writes only the difference;
 //! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
 pub mod args;
+pub mod coalesce;
 pub mod context;
 pub mod controller;
 pub mod desired;
@@ -15,6 +16,7 @@ pub mod ownership;
 pub mod reconcile;
 pub mod status;
 pub mod tracing_context;
+pub mod triggers;
 
 pub use context::Settings;
 pub use controller::{ControllerOptions, SandboxController};
@@ -44,6 +46,7 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
         settings: Settings {
             cluster_domain: args.common.cluster_domain.clone(),
             events: !args.disable_sandbox_events,
+            ..Settings::default()
         },
         workers: args.sandbox_concurrent_workers,
         label_scoped_cache: args.cache_label_selectors,

@@ -2,10 +2,13 @@
 //! functions), write only the difference.
 //!
 //! Writes on the happy path of a new Sandbox (service unset): Pod create, one Sandbox metadata
-//! patch (`pod-name` annotation), and one status patch per observed change of the Pod's state
-//! (typically "created", "scheduled/running", "ready"). Status is never written when unchanged,
-//! and the controller ignores its own status writes (the Sandbox watch is filtered to changes of
-//! generation, labels, annotations, owner references and deletion).
+//! patch (`pod-name` annotation), and one status patch when the Pod is Ready: status changes
+//! that are only progress towards Ready (created, scheduled, running) are held for
+//! `Settings::status_progress_window` and written only if the Pod is not Ready by then (see
+//! `coalesce`). Status is never written when unchanged, a pass that runs before the watch
+//! delivered our last status write starts from that write, and the controller ignores its own
+//! status writes (the Sandbox watch is filtered to changes of generation, labels, annotations,
+//! owner references and deletion).
 
 mod children;
 mod pod_step;
@@ -26,7 +29,12 @@ use tracing::{Instrument, field};
 use crate::context::Context;
 
 /// How long a Sandbox whose Pod is not Ready waits for an event before it is looked at again.
-const NOT_READY_RECHECK: Duration = Duration::from_secs(15);
+///
+/// Defence in depth only: Pod changes reach the reconciler through the Pod watch, including
+/// those only a relist reveals (`triggers` emits them once the store holds them). This re-check
+/// bounds the damage of a bug in that chain we do not know of, at a cost of one cache-only pass
+/// per not-Ready Sandbox per interval (it writes nothing unless something changed).
+const NOT_READY_RECHECK: Duration = Duration::from_secs(300);
 use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
@@ -84,7 +92,8 @@ fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Sandbox> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
 }
 
-async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_sandbox(cached: &Sandbox, ctx: &Context) -> Result<Action, Error> {
+    let sandbox = &*ctx.with_own_writes(cached);
     if sandbox.metadata.deletion_timestamp.is_some() {
         // No finalizer: children go through garbage collection of their owner references.
         ctx.forget(sandbox);
@@ -94,9 +103,14 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
     match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), now) {
         Expiry::Expired => expire(sandbox, ctx, now).await,
         expiry => {
+            let key = ObjectRef::from_obj(sandbox);
             let current = ctx.base_status(sandbox);
             let (new_status, outcome) = reconcile_children(sandbox, ctx, &current, now).await;
-            write_status(sandbox, ctx, &current, &new_status).await?;
+            let held = hold_progress(ctx, &key, &current, &new_status);
+            if held.is_none() {
+                write_status(sandbox, ctx, &current, &new_status).await?;
+                ctx.progress.release(&key);
+            }
             announce_new_error(sandbox, ctx, &current, &new_status).await;
             if outcome.multiple_pods
                 && status::ready_condition_of(&current).map(|c| c.reason.as_str())
@@ -124,20 +138,45 @@ async fn reconcile_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Action, E
                 return Err(err);
             }
             // A Sandbox still waiting for its Pod is looked at again after a while even without
-            // an event, so one missed Pod update cannot leave it not Ready forever. It reads
-            // only caches and writes nothing unless something changed.
+            // an event (see NOT_READY_RECHECK).
             let waiting = status::ready_condition_of(&new_status)
                 .is_some_and(|c| c.status != "True")
                 && sandbox.spec.effective_operating_mode() != OperatingMode::Suspended;
-            Ok(match (expiry, waiting) {
+            let wakeups = [
                 // Wake up exactly at shutdownTime; no polling.
-                (Expiry::In(wait), true) => Action::requeue(wait.min(NOT_READY_RECHECK)),
-                (Expiry::In(wait), false) => Action::requeue(wait),
-                (_, true) => Action::requeue(NOT_READY_RECHECK),
-                _ => Action::await_change(),
+                match expiry {
+                    Expiry::In(wait) => Some(wait),
+                    _ => None,
+                },
+                waiting.then_some(NOT_READY_RECHECK),
+                // Write the held progress when its window ends.
+                held,
+            ];
+            Ok(match wakeups.into_iter().flatten().min() {
+                Some(wait) => Action::requeue(wait),
+                None => Action::await_change(),
             })
         }
     }
+}
+
+/// `Some(wait)` when the change from `current` to `desired` is only progress towards Ready and
+/// its write is held back (see `coalesce`); `None` when it must be written now (or there is
+/// nothing to write).
+fn hold_progress(
+    ctx: &Context,
+    key: &ObjectRef<Sandbox>,
+    current: &SandboxStatus,
+    desired: &SandboxStatus,
+) -> Option<Duration> {
+    let window = ctx.settings.status_progress_window;
+    if window.is_zero()
+        || !status::needs_write(current, desired)
+        || !crate::coalesce::is_progress_only(current, desired)
+    {
+        return None;
+    }
+    ctx.progress.hold(key.clone(), window, Instant::now())
 }
 
 /// A Warning event when Ready turns to `ReconcilerError` or its message changes (one event per
@@ -294,7 +333,15 @@ async fn write_status(
         )
         .await
     {
-        Ok(_) => {}
+        Ok(written) => {
+            // Until the watch delivers this write, later passes start from it (no duplicate
+            // write, no re-stamped transition times from a stale cached status).
+            ctx.remember_written(
+                sandbox,
+                written.metadata.resource_version.as_deref(),
+                desired.clone(),
+            );
+        }
         Err(err) if is_status(&err, 404) => return Ok(()),
         Err(err) => {
             return Err(Error::api(

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::Instrument;
 
 use crate::context::{Context, FIELD_MANAGER};
@@ -360,11 +360,10 @@ async fn write_pod_name_annotation(
 ) -> Result<(), Error> {
     let value = match annotation {
         PodNameAnnotation::Keep => return Ok(()),
-        PodNameAnnotation::Set(name) => Value::String(name),
-        PodNameAnnotation::Clear => Value::Null,
+        PodNameAnnotation::Set(name) => Some(name),
+        PodNameAnnotation::Clear => None,
     };
-    let patch =
-        json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value)]) } });
+    let patch = json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value.clone())]) } });
     let name = sandbox.name_any();
     let api: Api<Sandbox> =
         Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
@@ -372,7 +371,10 @@ async fn write_pod_name_annotation(
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            ctx.remember_pod_name(sandbox, written.metadata.resource_version.as_deref(), value);
+            Ok(())
+        }
         Err(err) if is_status(&err, 404) => Ok(()),
         Err(err) => Err(Error::api(
             format!("failed to set pod name annotation on sandbox \"{name}\""),

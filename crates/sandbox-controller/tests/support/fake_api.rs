@@ -4,6 +4,8 @@
 //! collection, equality/exists label selectors, write counting and fault injection. It is the
 //! minimum the reconciler needs; devcluster is the full implementation used by `tests/`.
 
+#![allow(dead_code)] // each test binary uses a different subset
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +43,18 @@ pub struct Write {
 
 type FaultFn = dyn Fn(&str, &str) -> Option<(u16, String)> + Send + Sync;
 
+/// Watch and list misbehaviour a real API server shows under load.
+#[derive(Default)]
+struct Knobs {
+    /// Collections whose live watch events are not delivered (a watcher falling behind).
+    paused: std::collections::HashSet<String>,
+    /// Collections whose paginated lists return one item first and the rest after a delay.
+    slow_lists: HashMap<String, std::time::Duration>,
+}
+
+/// rv of control frames (410 Expired), so they pass every watcher's "newer than" filter.
+const CONTROL_RV: u64 = u64::MAX;
+
 struct State_ {
     objects: BTreeMap<String, BTreeMap<(String, String), Value>>,
     rv: u64,
@@ -55,6 +69,7 @@ pub struct FakeApi {
     state: Arc<Mutex<State_>>,
     tx: broadcast::Sender<WatchEvent>,
     fault: Arc<Mutex<Option<Box<FaultFn>>>>,
+    knobs: Arc<Mutex<Knobs>>,
 }
 
 fn status(code: u16, reason: &str, message: &str) -> Response {
@@ -182,7 +197,43 @@ impl FakeApi {
             })),
             tx,
             fault: Arc::new(Mutex::new(None)),
+            knobs: Arc::new(Mutex::new(Knobs::default())),
         }
+    }
+
+    /// Stops delivering live watch events of `collection` (they are still stored and listed),
+    /// like a watcher that fell behind.
+    pub fn pause_watches(&self, collection: &str) {
+        self.knobs
+            .lock()
+            .unwrap()
+            .paused
+            .insert(collection.to_string());
+    }
+
+    /// Ends every open watch of `collection` with an in-stream `410 Expired` (the client must
+    /// relist) and resumes delivery for new watches.
+    pub fn expire_watches(&self, collection: &str) {
+        self.knobs.lock().unwrap().paused.remove(collection);
+        let object = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "code": 410, "reason": "Expired",
+            "message": "the watcher fell behind; resume with a new list"});
+        let _ = self.tx.send(WatchEvent {
+            rv: CONTROL_RV,
+            collection: collection.to_string(),
+            type_: "ERROR",
+            object,
+        });
+    }
+
+    /// Paginated lists of `collection` return one item, and the remaining page only after
+    /// `delay` (a large relist in progress).
+    pub fn slow_lists(&self, collection: &str, delay: std::time::Duration) {
+        self.knobs
+            .lock()
+            .unwrap()
+            .slow_lists
+            .insert(collection.to_string(), delay);
     }
 
     pub fn client(&self) -> kube::Client {
@@ -253,7 +304,9 @@ impl FakeApi {
             object,
         };
         st.history.push(ev.clone());
-        let _ = self.tx.send(ev);
+        if !self.knobs.lock().unwrap().paused.contains(collection) {
+            let _ = self.tx.send(ev);
+        }
     }
 
     /// Stores `obj` (already complete), bumping resourceVersion and emitting a watch event.
@@ -440,6 +493,20 @@ async fn handle(State(api): State<FakeApi>, req: Request) -> Response {
             watch(api, target, q)
         }
         (Method::GET, None) => {
+            let slow = api
+                .knobs
+                .lock()
+                .unwrap()
+                .slow_lists
+                .get(&target.collection)
+                .copied()
+                .filter(|_| q.contains_key("limit"));
+            let offset: usize = q.get("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+            if let Some(delay) = slow
+                && offset > 0
+            {
+                tokio::time::sleep(delay).await;
+            }
             let st = api.state.lock().unwrap();
             let items: Vec<Value> = st
                 .objects
@@ -452,9 +519,18 @@ async fn handle(State(api): State<FakeApi>, req: Request) -> Response {
                         .collect()
                 })
                 .unwrap_or_default();
+            let mut metadata = json!({"resourceVersion": st.rv.to_string()});
+            let items: Vec<Value> = match slow {
+                Some(_) if offset == 0 => {
+                    metadata["continue"] = json!("1");
+                    items.into_iter().take(1).collect()
+                }
+                Some(_) => items.into_iter().skip(offset).collect(),
+                None => items,
+            };
             axum::Json(
                 json!({"kind": format!("{}List", kind.kind), "apiVersion": kind.api_version,
-                              "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+                              "metadata": metadata, "items": items}),
             )
             .into_response()
         }
@@ -610,6 +686,9 @@ fn watch(api: FakeApi, target: Target, q: HashMap<String, String>) -> Response {
     let last = backlog.last().map_or(from, |e| e.rv);
     let selector = q.get("labelSelector").cloned();
     let wanted = move |e: &WatchEvent| {
+        if e.rv == CONTROL_RV {
+            return e.collection == target.collection;
+        }
         e.collection == target.collection
             && target
                 .namespace
@@ -623,7 +702,15 @@ fn watch(api: FakeApi, target: Target, q: HashMap<String, String>) -> Response {
         let keep = e.ok().filter(|e| e.rv > last && wanted2(e));
         async move { keep }
     });
-    let frames = backlog.chain(live).map(|e| {
+    // A control frame (410) is the last one of its stream.
+    let until_error = backlog.chain(live).scan(false, |ended, e| {
+        let item = (!*ended).then(|| {
+            *ended = e.type_ == "ERROR";
+            e
+        });
+        async move { item }
+    });
+    let frames = until_error.map(|e| {
         let mut line =
             serde_json::to_vec(&json!({"type": e.type_, "object": e.object})).unwrap_or_default();
         line.push(b'\n');

@@ -1,0 +1,115 @@
+//! What the controller tests share: starting the controller against a [`FakeApi`], waiting for
+//! a condition with a deadline, building Sandboxes and playing the kubelet.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::time::{Duration, Instant};
+
+use prometheus_client::registry::Registry;
+use sandbox_controller::{ControllerOptions, SandboxController, Settings};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::fake_api::FakeApi;
+
+pub const NS: &str = "default";
+pub const DEADLINE: Duration = Duration::from_secs(10);
+pub const HASH_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
+
+pub struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+pub fn start_controller(api: &FakeApi) -> Running {
+    start_controller_with_events(api, true)
+}
+
+pub fn start_controller_with_events(api: &FakeApi, events: bool) -> Running {
+    start_controller_with(api, |s| s.events = events)
+}
+
+/// Starts the controller with the test defaults, adjusted by `tweak`.
+pub fn start_controller_with(api: &FakeApi, tweak: impl FnOnce(&mut Settings)) -> Running {
+    let mut registry = Registry::default();
+    let mut settings = Settings {
+        cluster_domain: "cluster.local".into(),
+        ..Settings::default()
+    };
+    tweak(&mut settings);
+    let options = ControllerOptions {
+        settings,
+        workers: 8,
+        ..Default::default()
+    };
+    let controller = SandboxController::new(api.client(), options, &mut registry);
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        let _ = controller.run(token).await;
+    });
+    Running { shutdown, task }
+}
+
+impl Running {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(DEADLINE, self.task).await;
+    }
+}
+
+/// Polls `probe` until it returns `Some`, failing with `what` after the deadline.
+pub async fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn sandbox(name: &str, spec_extra: Value) -> Value {
+    let mut spec = json!({
+        "podTemplate": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}, "metadata": {}},
+    });
+    json_patch::merge(&mut spec, &spec_extra);
+    json!({"metadata": {"name": name, "namespace": NS, "generation": 1}, "spec": spec})
+}
+
+pub fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+                c["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+}
+
+pub fn ready_reason(api: &FakeApi, name: &str) -> Option<String> {
+    api.get("sandboxes", NS, name)
+        .and_then(|s| condition(&s, "Ready"))
+        .map(|c| c.1)
+}
+
+/// What a kubelet would do: the Pod runs on `node` with `ip` and is Ready.
+pub fn make_pod_ready(api: &FakeApi, name: &str, node: &str, ip: &str) {
+    let mut pod = api.get("pods", NS, name).expect("pod exists");
+    pod["spec"]["nodeName"] = json!(node);
+    pod["status"] = json!({
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True"}
+        ]
+    });
+    api.apply("pods", pod);
+}

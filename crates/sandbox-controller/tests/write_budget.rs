@@ -1,0 +1,208 @@
+//! What the controller writes, counted by verb and resource, for the two paths that dominate a
+//! busy cluster: a new Sandbox going to Ready, and a warm-pool Sandbox taken over by a claim.
+
+#[path = "support/fake_api.rs"]
+mod fake_api;
+#[path = "support/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fake_api::FakeApi;
+use harness::*;
+use serde_json::json;
+
+/// Writes (excluding Events) about `name`, as "METHOD resource[/subresource]" -> count.
+fn writes_about(api: &FakeApi, name: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for w in api.writes_matching("/") {
+        let parts: Vec<&str> = w.path.trim_matches('/').split('/').collect();
+        let Some(i) = parts.iter().position(|p| *p == "namespaces") else {
+            continue;
+        };
+        let resource = parts.get(i + 2).copied().unwrap_or("");
+        let object = parts.get(i + 3).copied();
+        let sub = parts
+            .get(i + 4)
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        // A create names the object in its body, not its path: count it for `name` too.
+        if object.is_none_or(|o| o == name) {
+            *out.entry(format!("{} {resource}{sub}", w.method))
+                .or_default() += 1;
+        }
+    }
+    out
+}
+
+fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// The kubelet's usual sequence, reported in quick succession: scheduled, running, ready.
+fn start_pod(api: &FakeApi, name: &str, ip: &str) {
+    let mut pod = api.get("pods", NS, name).expect("pod exists");
+    pod["spec"]["nodeName"] = json!("node-1");
+    pod["status"] = json!({"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}]});
+    let pod = api.apply("pods", pod);
+    let mut pod = pod;
+    pod["status"]["phase"] = json!("Running");
+    let pod = api.apply("pods", pod);
+    let mut pod = pod;
+    pod["status"]["podIP"] = json!(ip);
+    pod["status"]["podIPs"] = json!([{"ip": ip}]);
+    pod["status"]["conditions"] = json!([
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True"}
+    ]);
+    api.apply("pods", pod);
+}
+
+async fn wait_ready(api: &FakeApi, name: &str) {
+    wait_for("Ready", || {
+        api.get("sandboxes", NS, name)
+            .filter(|s| condition(s, "Ready").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+}
+
+const WINDOW: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn a_new_sandbox_reaches_ready_with_one_status_write() {
+    let api = FakeApi::new();
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    api.apply("sandboxes", sandbox("fresh", json!({})));
+    wait_for("pod", || api.get("pods", NS, "fresh")).await;
+    start_pod(&api, "fresh", "127.0.0.31");
+    wait_ready(&api, "fresh").await;
+    // Whatever the controller still had scheduled (a held window) has run by now.
+    tokio::time::sleep(WINDOW + Duration::from_millis(300)).await;
+    assert_eq!(
+        writes_about(&api, "fresh"),
+        counts(&[
+            ("POST pods", 1),
+            // The pod-name annotation every running Sandbox carries.
+            ("PATCH sandboxes", 1),
+            ("PATCH sandboxes/status", 1),
+        ])
+    );
+    let sb = api.get("sandboxes", NS, "fresh").expect("sandbox");
+    assert_eq!(sb["status"]["podIPs"], json!(["127.0.0.31"]));
+    assert_eq!(sb["status"]["nodeName"], "node-1");
+    assert_eq!(
+        condition(&sb, "PodScheduled").map(|c| c.0),
+        Some("True".into())
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_that_stays_pending_is_reported_when_the_window_ends() {
+    let api = FakeApi::new();
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    api.apply("sandboxes", sandbox("slow", json!({})));
+    wait_for("pending status", || {
+        api.get("sandboxes", NS, "slow")
+            .and_then(|s| condition(&s, "Ready"))
+            .filter(|c| c.2 == "Pod exists with phase: Pending")
+    })
+    .await;
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_claimed_warm_sandbox_costs_one_pod_patch_and_no_sandbox_write() {
+    let api = FakeApi::new();
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    let mut warm = sandbox(
+        "warm",
+        json!({"podTemplate": {"metadata": {"annotations": {
+            "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}}}}),
+    );
+    warm["metadata"]["labels"] = json!({
+        "agents.x-k8s.io/warm-pool-sandbox": "0a1b2c3d",
+        "agents.x-k8s.io/sandbox-template-ref-hash": "4e5f6a7b"});
+    warm["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+        "name": "pool", "uid": "pool-uid", "controller": true}]);
+    api.apply("sandboxes", warm);
+    let pod = wait_for("pod", || api.get("pods", NS, "warm")).await;
+    assert_eq!(
+        pod["metadata"]["labels"]["agents.x-k8s.io/warm-pool-sandbox"],
+        "0a1b2c3d"
+    );
+    start_pod(&api, "warm", "127.0.0.32");
+    wait_ready(&api, "warm").await;
+    tokio::time::sleep(WINDOW + Duration::from_millis(300)).await;
+    let before = writes_about(&api, "warm");
+
+    // The claim takes the Sandbox over: new controller, pool label gone, claim label added.
+    let mut claimed = api.get("sandboxes", NS, "warm").expect("sandbox");
+    claimed["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+        "name": "claim", "uid": "claim-uid", "controller": true}]);
+    claimed["metadata"]["labels"] = json!({
+        "agents.x-k8s.io/sandbox-template-ref-hash": "4e5f6a7b",
+        "agents.x-k8s.io/claim-uid": "claim-uid"});
+    api.apply("sandboxes", claimed);
+    wait_for("pod relabelled", || {
+        api.get("pods", NS, "warm").filter(|p| {
+            p["metadata"]["labels"]
+                .get("agents.x-k8s.io/warm-pool-sandbox")
+                .is_none()
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = writes_about(&api, "warm");
+    let added: BTreeMap<String, usize> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    assert_eq!(added, counts(&[("PATCH pods", 1)]), "before: {before:?}");
+    let pod = api.get("pods", NS, "warm").expect("pod");
+    assert_eq!(
+        pod["metadata"]["labels"]["agents.x-k8s.io/sandbox-template-ref-hash"],
+        "4e5f6a7b"
+    );
+    assert_eq!(
+        condition(&api.get("sandboxes", NS, "warm").expect("sandbox"), "Ready").map(|c| c.0),
+        Some("True".into())
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_pass_ahead_of_the_sandbox_cache_does_not_write_the_pod_name_again() {
+    let api = FakeApi::new();
+    // From the Pod create on, the controller's Sandbox watch lags: it does not see its own
+    // `pod-name` annotation write before the Pod's events trigger the next passes.
+    let lagging = api.clone();
+    api.inject_fault(move |method, path| {
+        if method == "POST" && path.ends_with("/pods") {
+            lagging.pause_watches("sandboxes");
+        }
+        None
+    });
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    api.apply("sandboxes", sandbox("lag", json!({})));
+    wait_for("pod", || api.get("pods", NS, "lag")).await;
+    start_pod(&api, "lag", "127.0.0.33");
+    wait_ready(&api, "lag").await;
+    api.clear_fault();
+    api.expire_watches("sandboxes");
+    tokio::time::sleep(WINDOW + Duration::from_millis(300)).await;
+    assert_eq!(
+        writes_about(&api, "lag"),
+        counts(&[
+            ("POST pods", 1),
+            ("PATCH sandboxes", 1),
+            ("PATCH sandboxes/status", 1),
+        ])
+    );
+    ctl.stop().await;
+}
