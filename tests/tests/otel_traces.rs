@@ -499,6 +499,23 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
         "the annotation names claim-to-bound"
     );
 
+    // A malformed annotation is ignored (and kept as the user wrote it): the claim binds and
+    // gets a trace of its own, with the id derived from its UID.
+    cluster.wait_warm_pool(2).await;
+    let (garbled, _) = cluster
+        .claim("garbled-claim", "warm", Some("not a header map".to_owned()))
+        .await;
+    assert_eq!(
+        garbled.metadata.annotations.as_ref().expect("annotations")[TRACE_CONTEXT_ANNOTATION],
+        "not a header map"
+    );
+    let derived = controller_common::telemetry::span_ids::derived_trace_id(
+        garbled.metadata.uid.as_deref().expect("uid"),
+    )
+    .to_string();
+    let garbled_spans = wait_trace(&receiver, &derived).await;
+    assert_claim_trace(&garbled_spans, &garbled, None, "warm");
+
     // The latency histograms carry the trace ids as exemplars (OpenMetrics).
     let body = cluster.metrics().await;
     let exemplar_lines: Vec<&str> = body
