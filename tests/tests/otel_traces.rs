@@ -259,33 +259,52 @@ fn traceparent(trace: &str, span: &str) -> String {
 }
 
 /// Waits until the trace holds `claim-to-bound` and at least one span of the core controller,
-/// then returns all its spans.
+/// and every parent inside it has arrived, then returns all its spans. On timeout, says which
+/// of these is missing and lists what arrived.
 async fn wait_trace(receiver: &OtlpReceiver, trace_id: &str) -> Vec<CapturedSpan> {
-    wait_for(
-        &format!("trace {trace_id} from both controllers"),
-        DEADLINE,
-        || async {
-            let spans = receiver.trace(trace_id);
-            let bound = spans.iter().any(|s| s.name == "claim-to-bound");
-            let core = spans
+    let started = Instant::now();
+    loop {
+        let spans = receiver.trace(trace_id);
+        let bound = spans.iter().find(|s| s.name == "claim-to-bound");
+        let core = spans
+            .iter()
+            .any(|s| s.service == CORE && s.name == "ReconcileSandbox");
+        // Spans are exported as they end, children before parents: wait until every parent
+        // inside the trace has arrived (only the client's span is outside it).
+        let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
+        let bound_parent = bound.map(|s| s.parent_span_id.as_str());
+        let orphans: Vec<&CapturedSpan> = spans
+            .iter()
+            .filter(|s| {
+                !s.parent_span_id.is_empty()
+                    && !ids.contains(s.parent_span_id.as_str())
+                    && Some(s.parent_span_id.as_str()) != bound_parent
+            })
+            .collect();
+        if bound.is_some() && core && orphans.is_empty() {
+            return spans;
+        }
+        if started.elapsed() > DEADLINE {
+            let listing: Vec<String> = spans
                 .iter()
-                .any(|s| s.service == CORE && s.name == "ReconcileSandbox");
-            // Spans are exported as they end, children before parents: wait until every
-            // parent inside the trace has arrived (only the client's span is outside it).
-            let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
-            let bound_parent = spans
-                .iter()
-                .find(|s| s.name == "claim-to-bound")
-                .map(|s| s.parent_span_id.as_str());
-            let closed = spans.iter().all(|s| {
-                s.parent_span_id.is_empty()
-                    || ids.contains(s.parent_span_id.as_str())
-                    || Some(s.parent_span_id.as_str()) == bound_parent
-            });
-            (bound && core && closed).then_some(spans)
-        },
-    )
-    .await
+                .map(|s| {
+                    format!(
+                        "{} {} {} <- {}",
+                        s.service, s.name, s.span_id, s.parent_span_id
+                    )
+                })
+                .collect();
+            panic!(
+                "trace {trace_id} incomplete after {DEADLINE:?}: claim-to-bound {}, core span {}, \
+                 {} spans with a missing parent\n{}",
+                bound.is_some(),
+                core,
+                orphans.len(),
+                listing.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 fn nanos(ts: &Timestamp) -> u64 {
@@ -585,6 +604,7 @@ async fn claim_to_bound_is_one_trace_across_both_controllers() {
     let (_, t) = cluster.claim("untraced-claim", "warm", None).await;
     down.push(t);
     let (up_total, down_total): (Duration, Duration) = (up.iter().sum(), down.iter().sum());
+    eprintln!("create -> Ready, collector up: {up:?}; collector down: {down:?}");
     assert!(
         down_total <= up_total * 3 + Duration::from_millis(500),
         "claims bound slower with the collector down: {down:?} vs {up:?}"
