@@ -7,6 +7,8 @@
 //! exemplars), collector down (claims bind as fast; failed exports are counted), and
 //! OTLP/HTTP with protobuf bodies.
 //!
+//! The controllers' logs of the latest phase are left in `target/tmp/otel-traces-*.log`.
+//!
 //! With `AGENT_SANDBOX_TRACE_SVG_DIR=DIR`, the warm and cold claims' traces are also written
 //! as `DIR/warm-claim-trace.svg` and `DIR/cold-claim-trace.svg` (the pictures in
 //! `docs/observability/`).
@@ -98,6 +100,16 @@ impl Cluster {
         .await;
         install_crds(&env.client, api_types::extension_crds()).await;
         let ext_metrics = free_port();
+        // The controllers' logs of the latest run, for when a wait times out:
+        // target/tmp/otel-traces-<binary>.log.
+        let log_of = |binary: &PathBuf| {
+            let name = binary.file_name().map(|n| n.to_string_lossy().into_owned());
+            let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("otel-traces-{}.log", name.unwrap_or_default()));
+            std::fs::File::create(&path)
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null())
+        };
         let spawn = |binary: &PathBuf, metrics: String| {
             let mut cmd = Command::new(binary);
             for (key, _) in std::env::vars() {
@@ -115,7 +127,7 @@ impl Cluster {
                 ])
                 .envs(otel.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null());
+                .stderr(log_of(binary));
             KillOnDrop(
                 cmd.spawn()
                     .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display())),
