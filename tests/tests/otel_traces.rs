@@ -175,18 +175,55 @@ impl Cluster {
         cluster
     }
 
-    async fn wait_warm_pool(&self, ready: i64) {
+    /// Waits until the warm pool has `ready` Ready members (Sandboxes it controls with
+    /// Ready=True: what a claim can adopt). On timeout, reports the members and the pool's
+    /// status.
+    async fn wait_warm_pool(&self, ready: usize) {
+        let sandboxes: Api<api_types::Sandbox> = self.env.api("default");
         let pools: Api<SandboxWarmPool> = self.env.api("default");
-        wait_for(
-            &format!("{ready} Ready members in the warm pool"),
-            DEADLINE,
-            || async {
-                let pool = pools.get_opt("warm").await.ok()??;
-                let n = serde_json::to_value(&pool).ok()?["status"]["readyReplicas"].as_i64()?;
-                (n >= ready).then_some(())
-            },
-        )
-        .await;
+        let started = Instant::now();
+        loop {
+            let members: Vec<(String, bool)> = sandboxes
+                .list(&Default::default())
+                .await
+                .map(|list| list.items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|s| {
+                    s.metadata.deletion_timestamp.is_none()
+                        && s.metadata.owner_references.iter().flatten().any(|o| {
+                            o.controller == Some(true)
+                                && o.kind == "SandboxWarmPool"
+                                && o.name == "warm"
+                        })
+                })
+                .map(|s| {
+                    let is_ready = s.status.as_ref().is_some_and(|st| {
+                        st.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    (s.metadata.name.unwrap_or_default(), is_ready)
+                })
+                .collect();
+            if members.iter().filter(|(_, r)| *r).count() >= ready {
+                return;
+            }
+            if started.elapsed() > DEADLINE {
+                let status = pools
+                    .get_opt("warm")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|p| serde_json::to_value(p).ok())
+                    .map(|v| v["status"].to_string());
+                panic!(
+                    "the warm pool has no {ready} Ready members after {DEADLINE:?}: \
+                     members {members:?}, pool status {status:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
     /// Creates claim `name` from `pool` (with `trace_context` as its annotation) and waits
