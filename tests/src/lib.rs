@@ -11,6 +11,9 @@
 //! # }
 //! ```
 
+pub mod otlp_receiver;
+pub mod trace_waterfall;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 

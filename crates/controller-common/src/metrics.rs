@@ -82,6 +82,10 @@ pub struct TraceExemplar {
 
 type TimeHistogram = HistogramWithExemplars<TraceExemplar>;
 
+/// A histogram whose samples may carry the trace id as an OpenMetrics exemplar (for the
+/// binaries' own latency families, e.g. the claim startup latencies).
+pub type ExemplarHistogram = HistogramWithExemplars<TraceExemplar>;
+
 fn new_time_histogram() -> TimeHistogram {
     HistogramWithExemplars::new(RECONCILE_TIME_BUCKETS.iter().copied())
 }

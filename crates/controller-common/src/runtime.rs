@@ -200,6 +200,7 @@ impl Runtime {
         let shutdown = shutdown_on_signals();
         let mut runtime = Runtime::with_client(args, spec, client, shutdown);
         runtime.lease_client = lease_client;
+        telemetry.register_metrics(&mut runtime.registry);
         runtime.telemetry = Some(telemetry);
         runtime.request_metrics = Some(requests);
         Ok(runtime)

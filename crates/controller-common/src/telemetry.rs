@@ -3,21 +3,27 @@
 //! - Logs: `tracing-subscriber`, text or JSON lines on stderr, filtered by `--log-level`
 //!   (EnvFilter syntax).
 //! - Traces: exported over OTLP only when `OTEL_EXPORTER_OTLP_ENDPOINT` or
-//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_TRACES_EXPORTER` is not `none`).
-//!   Everything else comes from the standard variables, read by the OpenTelemetry SDK:
-//!   headers, timeout, `OTEL_TRACES_SAMPLER`/`_ARG`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_*`.
-//!   `OTEL_SERVICE_NAME` wins over the binary's default service name. Spans go through the
-//!   SDK's batch processor, whose queue is bounded: an unreachable collector drops spans, it
-//!   never blocks a reconcile.
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_TRACES_EXPORTER` is not `none`);
+//!   otherwise no exporter is built and no connection is ever attempted. The standard
+//!   variables configure the rest: `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL` (`grpc`, the
+//!   default, or `http/protobuf`), `..._HEADERS`, `..._TIMEOUT`, `..._CERTIFICATE` (a PEM CA
+//!   bundle added to the system roots for `https://` endpoints), `OTEL_TRACES_SAMPLER`/`_ARG`,
+//!   `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_*`. `OTEL_SERVICE_NAME` wins over the binary's
+//!   default service name.
+//! - Export runs through [`export_queue::QueueingSpanProcessor`]: a bounded queue drained on
+//!   the tokio runtime, so an unreachable collector drops spans (counted in
+//!   `agent_sandbox_trace_spans_dropped_total`) and never blocks a reconcile.
+//! - TLS (both transports) is rustls with the *ring* provider and the system's roots.
 //! - Propagation: the W3C TraceContext propagator is installed globally, and
 //!   [`current_context_json`] / [`context_from_json`] convert a context to and from the JSON
 //!   header map the reference stores in its trace-context annotation.
-//!
-//! Protocol (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`):
-//! `grpc` (the default, as the reference) is built in; `http/protobuf` and `http/json` are
-//! recognised but rejected with a clear error until the HTTP exporter feature is compiled in.
-//! The gRPC exporter is built without TLS: an `https://` endpoint is a startup error naming
-//! the endpoint (use a plain-HTTP, e.g. node-local, collector).
+//! - Spans that cover several reconciles are emitted at their end with explicit timestamps
+//!   ([`emit_timed_span`]) and ids derived from the object ([`span_ids`]), so every pass can
+//!   name them as parent beforehand.
+
+pub mod export_queue;
+mod otlp_exporter;
+pub mod span_ids;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -40,16 +46,17 @@ use crate::error::Error;
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Targets never exported as spans: the exporter's own transport would trace itself.
-const EXPORTER_INTERNAL_TARGETS: &str = "h2=off,tonic=off,hyper=off,hyper_util=off,tower=off";
+const EXPORTER_INTERNAL_TARGETS: &str =
+    "h2=off,tonic=off,hyper=off,hyper_util=off,tower=off,reqwest=off,rustls=off";
 
 /// OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtlpProtocol {
     /// OTLP over gRPC (tonic), default port 4317.
     Grpc,
-    /// OTLP over HTTP with protobuf bodies, default port 4318 (not compiled in yet).
+    /// OTLP over HTTP with protobuf bodies, default port 4318.
     HttpProtobuf,
-    /// OTLP over HTTP with JSON bodies (not compiled in yet).
+    /// OTLP over HTTP with JSON bodies (not built into these binaries: a startup error).
     HttpJson,
 }
 
@@ -60,7 +67,24 @@ pub struct OtlpSettings {
     pub protocol: OtlpProtocol,
     /// `service.name` resource attribute.
     pub service_name: String,
+    /// Queue, batch and delay settings (`OTEL_BSP_*`).
+    pub queue: export_queue::QueueConfig,
+    /// `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`: extra CA bundle (PEM file) for TLS.
+    pub ca_file: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT` (ms), default 10 s.
+    pub timeout: Duration,
 }
+
+/// Samplers `OTEL_TRACES_SAMPLER` may name (the SDK builds them; others are an error here
+/// rather than a silent fallback).
+const SAMPLERS: [&str; 6] = [
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+];
 
 /// Decides from the environment (through `env`, so tests need not touch the process
 /// environment) whether and how to export traces. `Ok(None)`: no exporter.
@@ -73,6 +97,12 @@ pub fn otlp_settings(
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
+    // The signal-specific variable wins over the general one.
+    let either = |traces: &str, general: &str| -> Option<(String, String)> {
+        set(traces)
+            .map(|v| (traces.to_owned(), v))
+            .or_else(|| set(general).map(|v| (general.to_owned(), v)))
+    };
     if set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none")) {
         return Ok(None);
     }
@@ -81,25 +111,57 @@ pub fn otlp_settings(
     {
         return Ok(None);
     }
-    let protocol_var = if set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").is_some() {
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-    } else {
-        "OTEL_EXPORTER_OTLP_PROTOCOL"
-    };
-    let protocol = match set(protocol_var).as_deref() {
-        None | Some("grpc") => OtlpProtocol::Grpc,
-        Some("http/protobuf") => OtlpProtocol::HttpProtobuf,
-        Some("http/json") => OtlpProtocol::HttpJson,
-        Some(other) => {
+    let protocol = match either(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ) {
+        None => OtlpProtocol::Grpc,
+        Some((_, v)) if v == "grpc" => OtlpProtocol::Grpc,
+        Some((_, v)) if v == "http/protobuf" => OtlpProtocol::HttpProtobuf,
+        Some((_, v)) if v == "http/json" => OtlpProtocol::HttpJson,
+        Some((var, other)) => {
             return Err(Error::Telemetry(format!(
-                "{protocol_var}={other:?} is not an OTLP protocol; use grpc, http/protobuf or http/json"
+                "{var}={other:?} is not an OTLP protocol; use grpc or http/protobuf"
             )));
         }
+    };
+    if let Some(sampler) = set("OTEL_TRACES_SAMPLER") {
+        if !SAMPLERS.contains(&sampler.as_str()) {
+            return Err(Error::Telemetry(format!(
+                "OTEL_TRACES_SAMPLER={sampler:?} is not supported; use one of {}",
+                SAMPLERS.join(", ")
+            )));
+        }
+        if sampler.ends_with("traceidratio")
+            && let Some(arg) = set("OTEL_TRACES_SAMPLER_ARG")
+            && !arg.parse::<f64>().is_ok_and(|r| (0.0..=1.0).contains(&r))
+        {
+            return Err(Error::Telemetry(format!(
+                "OTEL_TRACES_SAMPLER_ARG={arg:?} is not a ratio between 0 and 1"
+            )));
+        }
+    }
+    let queue = export_queue::QueueConfig::from_env(&env).map_err(Error::Telemetry)?;
+    let timeout = match either(
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ) {
+        None => Duration::from_secs(10),
+        Some((var, v)) => Duration::from_millis(v.parse::<u64>().map_err(|_| {
+            Error::Telemetry(format!("{var}={v:?} is not a whole number of milliseconds"))
+        })?),
     };
     let service_name = set("OTEL_SERVICE_NAME").unwrap_or_else(|| default_service_name.to_owned());
     Ok(Some(OtlpSettings {
         protocol,
         service_name,
+        queue,
+        ca_file: either(
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        )
+        .map(|(_, v)| v),
+        timeout,
     }))
 }
 
@@ -107,12 +169,19 @@ pub fn otlp_settings(
 #[must_use = "dropping the guard shuts tracing export down"]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    export_metrics: export_queue::ExportMetrics,
 }
 
 impl TelemetryGuard {
     /// Whether spans are exported over OTLP.
     pub fn exporting(&self) -> bool {
         self.provider.is_some()
+    }
+
+    /// Registers `agent_sandbox_trace_spans_dropped_total` and
+    /// `agent_sandbox_trace_spans_exported_total` (zero when nothing is exported).
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.export_metrics.register(registry);
     }
 
     /// Flushes pending spans and stops the exporter, waiting at most [`FLUSH_TIMEOUT`]. Runs
@@ -135,21 +204,24 @@ impl TelemetryGuard {
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take() {
-            let _ = provider.shutdown_with_timeout(FLUSH_TIMEOUT);
+            // Not awaited (see `shutdown`): a short bound, since this may run on a runtime
+            // worker the export task needs.
+            let _ = provider.shutdown_with_timeout(Duration::from_millis(500));
         }
     }
 }
 
 /// Installs the global subscriber and propagator. Call once, early in `main`, inside the tokio
-/// runtime (the gRPC exporter needs it). `default_service_name` is used unless
+/// runtime (the export task runs on it). `default_service_name` is used unless
 /// `OTEL_SERVICE_NAME` is set (e.g. `sandbox-controller`, `extensions-controller`).
 pub fn init(args: &CommonArgs, default_service_name: &str) -> Result<TelemetryGuard, Error> {
     let filter = args.effective_log_filter();
     let settings = otlp_settings(|k| std::env::var(k).ok(), default_service_name)?;
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
 
+    let export_metrics = export_queue::ExportMetrics::default();
     let provider = match &settings {
-        Some(s) => Some(build_provider(s)?),
+        Some(s) => Some(build_provider(s, &export_metrics)?),
         None => None,
     };
     let otel_layer = match &provider {
@@ -193,29 +265,77 @@ pub fn init(args: &CommonArgs, default_service_name: &str) -> Result<TelemetryGu
     if let Some(s) = &settings {
         tracing::info!(service = %s.service_name, protocol = ?s.protocol, "exporting traces over OTLP");
     }
-    Ok(TelemetryGuard { provider })
+    Ok(TelemetryGuard {
+        provider,
+        export_metrics,
+    })
 }
 
-fn build_provider(settings: &OtlpSettings) -> Result<SdkTracerProvider, Error> {
-    let exporter = match settings.protocol {
-        OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .build()
-            .map_err(|e| Error::Telemetry(format!("OTLP gRPC exporter: {e}")))?,
-        OtlpProtocol::HttpProtobuf | OtlpProtocol::HttpJson => {
-            return Err(Error::Telemetry(format!(
-                "OTLP protocol {:?} is not built into this binary yet; set OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-                settings.protocol
-            )));
-        }
-    };
+fn build_provider(
+    settings: &OtlpSettings,
+    export_metrics: &export_queue::ExportMetrics,
+) -> Result<SdkTracerProvider, Error> {
     let resource = Resource::builder()
         .with_service_name(settings.service_name.clone())
         .build();
+    let mut exporter = otlp_exporter::build(settings)?;
+    opentelemetry_sdk::trace::SpanExporter::set_resource(&mut exporter, &resource);
+    let processor = export_queue::QueueingSpanProcessor::start(
+        exporter,
+        settings.queue,
+        export_metrics.clone(),
+    );
     Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(processor)
+        .with_id_generator(span_ids::OverridableIds::default())
         .with_resource(resource)
         .build())
+}
+
+/// A span whose start and end are known only afterwards (it covers several reconciles).
+#[derive(Debug, Clone)]
+pub struct TimedSpan {
+    /// Span name.
+    pub name: &'static str,
+    /// Start.
+    pub start: std::time::SystemTime,
+    /// End (clamped to be no earlier than `start`).
+    pub end: std::time::SystemTime,
+    /// Attributes.
+    pub attributes: Vec<opentelemetry::KeyValue>,
+    /// `Some(reason)` marks the span failed with that description.
+    pub error: Option<String>,
+    /// Ids to give the span (see [`span_ids`]): the trace id is used only for a root span.
+    pub ids: Option<(
+        Option<opentelemetry::trace::TraceId>,
+        opentelemetry::trace::SpanId,
+    )>,
+}
+
+/// Emits `span` under `parent` through the global tracer provider (a no-op when traces are
+/// not exported). Returns the emitted span's context (invalid when nothing is recorded).
+pub fn emit_timed_span(
+    span: TimedSpan,
+    parent: &opentelemetry::Context,
+) -> opentelemetry::trace::SpanContext {
+    use opentelemetry::trace::{Span as _, Status, Tracer as _};
+    let tracer = opentelemetry::global::tracer("agent-sandbox");
+    let end = span.end.max(span.start);
+    let builder = tracer
+        .span_builder(span.name)
+        .with_start_time(span.start)
+        .with_attributes(span.attributes);
+    let start = || builder.start_with_context(&tracer, parent);
+    let mut started = match span.ids {
+        Some((trace_id, span_id)) => span_ids::with_ids(trace_id, span_id, start),
+        None => start(),
+    };
+    if let Some(reason) = span.error {
+        started.set_status(Status::error(reason));
+    }
+    let context = started.span_context().clone();
+    started.end_with_timestamp(end);
+    context
 }
 
 /// The current span's context as the JSON map of W3C headers
@@ -234,6 +354,8 @@ pub fn context_to_json(cx: &opentelemetry::Context) -> Option<String> {
     }
     let mut carrier: HashMap<String, String> = HashMap::new();
     TraceContextPropagator::new().inject_context(cx, &mut carrier);
+    // As the reference: `tracestate` only when there is one.
+    carrier.retain(|_, v| !v.is_empty());
     serde_json::to_string(&carrier).ok()
 }
 
@@ -332,16 +454,68 @@ mod tests {
     }
 
     #[test]
-    fn http_protocol_is_rejected_until_compiled_in() {
-        let err = build_provider(&OtlpSettings {
-            protocol: OtlpProtocol::HttpProtobuf,
-            service_name: "x".into(),
-        })
-        .unwrap_err();
+    fn sampler_and_queue_variables_are_checked() {
+        let err = otlp_settings(
+            env_of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                ("OTEL_TRACES_SAMPLER", "sometimes"),
+            ]),
+            "sandbox-controller",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
-            err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+            err.contains("OTEL_TRACES_SAMPLER") && err.contains("parentbased_traceidratio"),
             "{err}"
         );
+        let err = otlp_settings(
+            env_of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "2"),
+            ]),
+            "sandbox-controller",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("OTEL_TRACES_SAMPLER_ARG"), "{err}");
+        let s = otlp_settings(
+            env_of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+                ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500"),
+            ]),
+            "sandbox-controller",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.queue.schedule_delay, Duration::from_millis(50));
+        assert_eq!(s.timeout, Duration::from_millis(2500));
+        let err = otlp_settings(
+            env_of(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+                ("OTEL_BSP_MAX_QUEUE_SIZE", "lots"),
+            ]),
+            "sandbox-controller",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("OTEL_BSP_MAX_QUEUE_SIZE"), "{err}");
+    }
+
+    #[test]
+    fn http_json_is_a_clear_error() {
+        let mut settings = otlp_settings(
+            env_of(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")]),
+            "x",
+        )
+        .unwrap()
+        .unwrap();
+        settings.protocol = OtlpProtocol::HttpJson;
+        let err = otlp_exporter::build(&settings).unwrap_err();
+        assert!(err.to_string().contains("http/protobuf"), "{err}");
     }
 
     #[test]
@@ -360,6 +534,7 @@ mod tests {
             let _entered = span.enter();
             let json = current_context_json().expect("a span has a context");
             let map: HashMap<String, String> = serde_json::from_str(&json).unwrap();
+            assert_eq!(map.len(), 1, "no empty tracestate: {json}");
             let traceparent = &map["traceparent"];
             assert!(
                 traceparent.starts_with("00-") && traceparent.ends_with("-01"),
@@ -410,6 +585,10 @@ mod tests {
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "OTEL_TRACES_EXPORTER",
             "OTEL_SERVICE_NAME",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            "OTEL_TRACES_SAMPLER",
+            "OTEL_TRACES_SAMPLER_ARG",
         ] {
             cmd.env_remove(name);
         }
@@ -468,29 +647,57 @@ mod tests {
     #[test]
     fn an_unreachable_collector_does_not_block_and_shutdown_is_bounded() {
         // Port 1 on loopback refuses connections: the exporter can never deliver.
-        let stderr = run_child(
-            "--log-format=text",
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")],
-        );
-        assert!(stderr.contains("exporting traces over OTLP"), "{stderr}");
-        assert!(stderr.contains("spans recorded: 5000"), "{stderr}");
+        for protocol in ["grpc", "http/protobuf"] {
+            let stderr = run_child(
+                "--log-format=text",
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+                ],
+            );
+            assert!(stderr.contains("exporting traces over OTLP"), "{stderr}");
+            assert!(stderr.contains("spans recorded: 5000"), "{stderr}");
+        }
     }
 
     #[test]
-    fn an_https_collector_is_a_clear_startup_error_in_this_build() {
+    fn https_collectors_are_supported_on_both_transports() {
+        for protocol in ["grpc", "http/protobuf"] {
+            let stderr = run_child(
+                "--log-format=text",
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:1"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20token"),
+                ],
+            );
+            assert!(!stderr.contains("INIT-ERROR"), "{protocol}: {stderr}");
+            assert!(
+                stderr.contains("spans recorded: 5000"),
+                "{protocol}: {stderr}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_ca_bundle_is_a_clear_startup_error() {
         let stderr = run_child(
             "--log-format=text",
-            &[(
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                "https://collector.example:4317",
-            )],
+            &[
+                (
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "https://collector.example:4318",
+                ),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+            ],
         );
         let line = stderr
             .lines()
             .find(|l| l.contains("INIT-ERROR"))
             .unwrap_or_else(|| panic!("init did not fail: {stderr}"));
         assert!(
-            line.contains("HTTPS") && line.contains("collector.example"),
+            line.contains("OTEL_EXPORTER_OTLP_CERTIFICATE") && line.contains("/nonexistent/ca.pem"),
             "{line}"
         );
     }

@@ -4,7 +4,7 @@
 //! Pure pieces: [`metadata`] (additionalPodMetadata rules), [`injection`] (env and volume claim
 //! template policies), [`candidate`] (warm candidate order), [`adoption`] (the guarded
 //! ownership-transfer patch), [`cold`] (the cold Sandbox), [`status`] (conditions),
-//! [`lifecycle`] (expiry). [`reconcile`] does the I/O.
+//! [`lifecycle`] (expiry). [`reconcile`] does the I/O; [`trace`] shapes its spans.
 
 pub mod adoption;
 pub mod candidate;
@@ -15,3 +15,4 @@ pub mod metadata;
 pub mod pod_metadata;
 pub mod reconcile;
 pub mod status;
+pub mod trace;

@@ -1,10 +1,10 @@
 //! The claim metrics of the reference (core-controller.md §3.1): names, label names and order,
 //! bucket boundaries. All values are whole milliseconds.
 
+use controller_common::metrics::ExemplarHistogram as Histogram;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// Buckets of the three claim startup histograms (ms).
@@ -46,12 +46,13 @@ pub struct ClaimCreationLabels {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+// Samples carry the claim's trace id as an exemplar (OpenMetrics exposition only).
 fn startup_histogram() -> Histogram {
-    Histogram::new(STARTUP_LATENCY_BUCKETS_MS)
+    Histogram::new(STARTUP_LATENCY_BUCKETS_MS.into_iter())
 }
 
 fn creation_histogram() -> Histogram {
-    Histogram::new(CREATION_LATENCY_BUCKETS_MS)
+    Histogram::new(CREATION_LATENCY_BUCKETS_MS.into_iter())
 }
 
 /// The claim controller's metric families, registered on the process registry.
@@ -139,7 +140,7 @@ mod tests {
                 launch_type: "warm".into(),
                 sandbox_template: "t".into(),
             })
-            .observe(120.0);
+            .observe(120.0, None, None);
         metrics
             .creation_latency
             .get_or_create(&CreationLatencyLabels {
@@ -147,7 +148,7 @@ mod tests {
                 launch_type: "cold".into(),
                 sandbox_template: "t".into(),
             })
-            .observe(700.0);
+            .observe(700.0, None, None);
         let mut text = String::new();
         encode(&mut text, &registry).unwrap();
         assert!(text.contains(

@@ -222,10 +222,15 @@ async fn reconcile_children(
     let hash = name_hash(&sandbox.name_any());
     let mut outcome = PassOutcome::default();
 
-    if let Err(err) = children::reconcile_pvcs(sandbox, ctx, &hash).await {
+    if let Err(err) = children::reconcile_pvcs(sandbox, ctx, &hash)
+        .instrument(tracing::info_span!("reconcilePVCs"))
+        .await
+    {
         outcome.errors.push(err);
     }
-    let pod = pod_step::reconcile_pod(sandbox, ctx, &hash).await;
+    let pod = pod_step::reconcile_pod(sandbox, ctx, &hash)
+        .instrument(tracing::info_span!("reconcilePod"))
+        .await;
     let pod_step_failed = pod.error.is_some();
     if let Some(err) = pod.error {
         outcome.multiple_pods = matches!(err, Error::MultiplePods { .. });
@@ -347,6 +352,7 @@ async fn write_status(
     }
     if !status::is_ready(current) && status::is_ready(desired) {
         record_creation_latency(sandbox, ctx, desired);
+        crate::tracing_context::pod_became_ready(sandbox);
     }
     Ok(())
 }

@@ -2,8 +2,15 @@
 //! object of W3C headers, written by the client or the claim controller) continues that trace.
 //! The controller never writes the annotation itself (that would cost a Sandbox write per
 //! creation).
+//!
+//! Spans of one reconcile: `ReconcileSandbox` (parented on the annotation) with children
+//! `reconcilePVCs`, `reconcilePod` (and `createPod` inside it when the Pod is created), and,
+//! at the status write that turns the Sandbox Ready, `waitForPodReady`: from this process'
+//! creation of the Pod to that write (none when the Pod was created by an earlier process).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 use api_types::Sandbox;
 use kube::ResourceExt;
@@ -21,10 +28,77 @@ pub fn carrier(sandbox: &Sandbox) -> Option<HashMap<String, String>> {
     match serde_json::from_str(raw) {
         Ok(map) => Some(map),
         Err(err) => {
-            tracing::debug!(error = %err, "ignoring malformed trace-context annotation");
+            warn_once(sandbox, &err);
             None
         }
     }
+}
+
+/// Entries kept before the bookkeeping is reset (bounds memory).
+const MAX_TRACKED: usize = 20_000;
+
+/// A malformed annotation is reported once per Sandbox and process, then ignored.
+fn warn_once(sandbox: &Sandbox, err: &serde_json::Error) {
+    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let mut warned = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if warned.len() >= MAX_TRACKED {
+        warned.clear();
+    }
+    if warned.insert(sandbox.uid().unwrap_or_default()) {
+        tracing::warn!(
+            sandbox = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox.name_any()),
+            error = %err,
+            "ignoring the {TRACE_CONTEXT_ANNOTATION} annotation: not a JSON object of strings"
+        );
+    }
+}
+
+fn pods_created() -> &'static Mutex<HashMap<String, SystemTime>> {
+    static CREATED: OnceLock<Mutex<HashMap<String, SystemTime>>> = OnceLock::new();
+    CREATED.get_or_init(Default::default)
+}
+
+/// Notes that the Sandbox's Pod was created now (the start of `waitForPodReady`).
+pub fn pod_created(sandbox: &Sandbox) {
+    let mut created = pods_created().lock().unwrap_or_else(|e| e.into_inner());
+    if created.len() >= MAX_TRACKED {
+        created.clear();
+    }
+    created.insert(sandbox.uid().unwrap_or_default(), SystemTime::now());
+}
+
+/// Emits `waitForPodReady` under the current span, ending now, when this process created the
+/// Sandbox's Pod (a warm Sandbox's Pod was ready long before its claim: nothing to wait for).
+pub fn pod_became_ready(sandbox: &Sandbox) {
+    let Some(start) = pods_created()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&sandbox.uid().unwrap_or_default())
+    else {
+        return;
+    };
+    let parent = tracing::Span::current().context();
+    controller_common::telemetry::emit_timed_span(
+        controller_common::telemetry::TimedSpan {
+            name: "waitForPodReady",
+            start,
+            end: SystemTime::now(),
+            attributes: vec![
+                opentelemetry::KeyValue::new("sandbox.name", sandbox.name_any()),
+                opentelemetry::KeyValue::new(
+                    "sandbox.namespace",
+                    sandbox.namespace().unwrap_or_default(),
+                ),
+                opentelemetry::KeyValue::new("pod.name", sandbox.name_any()),
+            ],
+            error: None,
+            ids: None,
+        },
+        &parent,
+    );
 }
 
 /// Makes `span` a child of the Sandbox's stored trace context, and records the normalized

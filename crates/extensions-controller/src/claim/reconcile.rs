@@ -86,7 +86,13 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
     let span = tracing::info_span!(
         "ReconcileSandboxClaim",
         claim = %key_of(&claim),
-        "agents.x-k8s.io/created-by" = tracing::field::Empty
+        claim.namespace = claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.name = claim.metadata.name.as_deref().unwrap_or_default(),
+        warmpool.name = claim.spec.warm_pool_ref.name.as_str(),
+        "agents.x-k8s.io/created-by" = tracing::field::Empty,
+        error.reason = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_message = tracing::field::Empty,
     );
     if let Some(created_by) = claim
         .metadata
@@ -99,30 +105,29 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
             normalize_created_by(Some(created_by)),
         );
     }
-    if let Some(carrier) = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(TRACE_CONTEXT_ANNOTATION))
-    {
-        match controller_common::telemetry::context_from_json(carrier) {
-            Ok(parent) => {
-                let _ = span.set_parent(parent);
-            }
-            Err(e) => tracing::debug!(error = %e, "ignoring a malformed trace-context annotation"),
-        }
-    }
-    // A claim without a trace context (client without tracing) still gets one trace across
-    // both controllers when this process exports traces: the Sandbox carries this pass's
-    // context, and the claim is stamped with the Sandbox's at first Ready.
+    // Every pass hangs under the claim's `claim-to-bound` span (see `claim::trace`); a
+    // malformed annotation is logged once there and ignored.
+    let trace = super::trace::ClaimTrace::of(&claim);
+    // Fails only when no OpenTelemetry layer is installed: traces are not exported.
+    let _ = span.set_parent(trace.pass_parent());
+    // Only a claim without the annotation is stamped with its trace at first Ready (a
+    // malformed one is the user's to fix, not overwritten).
     let lacks_trace = claim
         .metadata
         .annotations
         .as_ref()
         .is_none_or(|a| !a.contains_key(TRACE_CONTEXT_ANNOTATION));
-    let injected = lacks_trace
-        .then(|| span.in_scope(controller_common::telemetry::current_context_json))
-        .flatten();
+    let unbound = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| !a.contains_key(CLAIM_FIRST_READY_AT_ANNOTATION));
+    if unbound {
+        super::trace::count_pass(claim.metadata.uid.as_deref().unwrap_or_default());
+    }
+    // The Sandbox this pass binds carries this pass's context, so the core controller's
+    // spans for it land under this pass in the claim's trace.
+    let injected = span.in_scope(controller_common::telemetry::current_context_json);
     let view = match &injected {
         Some(trace) => {
             let mut with_trace = (*claim).clone();
@@ -135,10 +140,14 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
         }
         None => claim.clone(),
     };
-    let result = Pass::new(&view, &ctx, lacks_trace)
-        .run()
-        .instrument(span)
-        .await;
+    let mut pass = Pass::new(&view, &ctx, lacks_trace);
+    pass.trace = Some(trace);
+    let result = pass.run().instrument(span.clone()).await;
+    if let Err(e) = &result {
+        span.record("error.reason", e.metric_label());
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_message", e.to_string());
+    }
     ctx.observe(CONTROLLER_NAME, started, &result);
     if result.is_ok() {
         ctx.succeeded(&key_of(&claim));
@@ -174,6 +183,8 @@ struct Pass<'a> {
     rv: std::sync::Mutex<Option<String>>,
     /// The stored claim has no trace-context annotation (the view may carry an injected one).
     lacks_trace: bool,
+    /// Where this claim's spans go (set by `reconcile`).
+    trace: Option<super::trace::ClaimTrace>,
 }
 
 impl<'a> Pass<'a> {
@@ -190,6 +201,7 @@ impl<'a> Pass<'a> {
             now: Timestamp::now(),
             stale: std::sync::atomic::AtomicBool::new(false),
             rv: std::sync::Mutex::new(claim.metadata.resource_version.clone()),
+            trace: None,
         }
     }
 
@@ -206,6 +218,7 @@ impl<'a> Pass<'a> {
         }
         if self.claim.metadata.deletion_timestamp.is_some() {
             self.ctx.claim.forget(&self.uid);
+            super::trace::forget(&self.uid);
             return Ok(Action::await_change());
         }
         self.remove_legacy_network_policy().await;
@@ -271,6 +284,14 @@ impl<'a> Pass<'a> {
         }
         let was_expired = find_condition(&current.conditions, READY)
             .is_some_and(|c| c.reason == REASON_CLAIM_EXPIRED);
+        if failure.is_some()
+            && let Some(ready) = find_condition(&next.conditions, READY)
+        {
+            let span = tracing::Span::current();
+            span.record("error.reason", ready.reason.as_str());
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_message", ready.message.as_str());
+        }
         let wrote = self.write_status(&current, &next).await?;
         if expired && !was_expired {
             Context::event(

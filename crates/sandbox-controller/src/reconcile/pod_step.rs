@@ -10,6 +10,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
@@ -335,8 +336,13 @@ async fn create_pod(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
     };
-    match pods_api(ctx, sandbox).create(&params, &pod).await {
+    let created = pods_api(ctx, sandbox)
+        .create(&params, &pod)
+        .instrument(tracing::info_span!("createPod", pod.name = %sandbox_name))
+        .await;
+    match created {
         Ok(created) => {
+            crate::tracing_context::pod_created(sandbox);
             tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
             ctx.event(
                 sandbox,

@@ -48,7 +48,12 @@ impl Pass<'_> {
             .stores
             .sandboxes_with_pool_label(&self.namespace, &name_hash(pool_ref.name));
         members.retain(|s| crate::claim::candidate::is_member(s, &pool_ref));
-        let ranking = rank(&members, &pool_ref, &skip);
+        let ranking = tracing::info_span!(
+            "selectCandidate",
+            warmpool.name = pool_ref.name,
+            candidates = members.len(),
+        )
+        .in_scope(|| rank(&members, &pool_ref, &skip));
         let mut attempts = 0;
         for candidate in ranking.ordered {
             if attempts >= MAX_ADOPTION_ATTEMPTS {
@@ -80,12 +85,34 @@ impl Pass<'_> {
                         return Ok(Adoption::Failed(metadata_failure(e)));
                     }
                 };
-                match self
+                let write = tracing::info_span!(
+                    "adoptSandbox",
+                    sandbox.name = %sb_name,
+                    attempt = attempts,
+                    fresh_read,
+                    error.reason = tracing::field::Empty,
+                );
+                let written = self
                     .sandboxes
                     .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
+                    .instrument(write.clone())
+                    .await;
+                if let Err(e) = &written {
+                    let reason = if is_conflict(e) {
+                        "Conflict"
+                    } else if is_not_found(e) {
+                        "NotFound"
+                    } else {
+                        "APIError"
+                    };
+                    write.record("error.reason", reason);
+                    if reason != "APIError" {
+                        crate::claim::trace::count_adoption_conflict(&self.uid);
+                    }
+                }
+                match written {
                     Ok(adopted) => {
+                        crate::claim::trace::mark_bound(&self.uid);
                         claim_state.bind(&self.uid, &sb_name);
                         self.adopted(pool, &current, &adopted);
                         return Ok(Adoption::Adopted(Arc::new(adopted)));
@@ -237,8 +264,30 @@ impl Pass<'_> {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        match self.sandboxes.create(&params, &sandbox).await {
+        let write = tracing::info_span!(
+            "createSandbox",
+            sandbox.name = %self.name,
+            sandbox.template = template_name,
+            error.reason = tracing::field::Empty,
+        );
+        let created = self
+            .sandboxes
+            .create(&params, &sandbox)
+            .instrument(write.clone())
+            .await;
+        if let Err(e) = &created {
+            write.record(
+                "error.reason",
+                if is_already_exists(e) {
+                    "AlreadyExists"
+                } else {
+                    "APIError"
+                },
+            );
+        }
+        match created {
             Ok(created) => {
+                crate::claim::trace::mark_bound(&self.uid);
                 self.ctx.claim.bind(&self.uid, &self.name);
                 self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");
                 Context::event(

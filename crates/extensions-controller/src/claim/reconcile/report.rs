@@ -2,6 +2,7 @@
 //! observability annotations.
 
 use super::*;
+use controller_common::metrics::current_trace_exemplar;
 
 impl Pass<'_> {
     /// Writes the status when it changed, guarded by the claim's resourceVersion. Returns
@@ -32,6 +33,7 @@ impl Pass<'_> {
         };
         match claims
             .patch_status(&self.name, &params, &Patch::Merge(&patch))
+            .instrument(tracing::info_span!("updateClaimStatus"))
             .await
         {
             Ok(stored) => {
@@ -90,6 +92,21 @@ impl Pass<'_> {
         if first_time {
             self.record_latencies(&annotations, sandbox, first_seen, ready_at);
         }
+        // `claim-to-bound` ends at this write; after a restart that missed the transition, at
+        // the stored Ready transition time (only while the first-ready annotation marks which
+        // claims were already reported, else every restart would report them all again).
+        let bound_at = if first_time {
+            Some(self.now)
+        } else if self.ctx.claim.settings.observability_annotations {
+            find_condition(&new.conditions, READY).map(|c| c.last_transition_time.0)
+        } else {
+            None
+        };
+        if let (Some(end), Some(trace)) = (bound_at, &self.trace)
+            && !new.sandbox.name.is_empty()
+        {
+            self.emit_claim_to_bound(trace, sandbox, &new.sandbox.name, end);
+        }
         if !self.ctx.claim.settings.observability_annotations {
             return Ok(());
         }
@@ -108,12 +125,14 @@ impl Pass<'_> {
                 rfc3339_nano(first_seen),
             );
         }
+        // A claim created without a trace context records the one its spans went to.
         if self.lacks_trace
-            && let Some(trace) = sandbox
-                .and_then(|sb| sb.metadata.annotations.as_ref())
-                .and_then(|a| a.get(TRACE_CONTEXT_ANNOTATION))
+            && let Some(trace) = self
+                .trace
+                .as_ref()
+                .and_then(super::super::trace::ClaimTrace::bound_annotation)
         {
-            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace.clone());
+            stamp.insert(TRACE_CONTEXT_ANNOTATION.to_owned(), trace);
         }
         // In the background: the claim is Ready already, and a failed stamp is not retried
         // anyway (the metrics are recorded once per process).
@@ -147,6 +166,38 @@ impl Pass<'_> {
         Ok(())
     }
 
+    fn emit_claim_to_bound(
+        &self,
+        trace: &super::super::trace::ClaimTrace,
+        sandbox: Option<&Sandbox>,
+        sandbox_name: &str,
+        end: Timestamp,
+    ) {
+        let launch_type = launch_type_of(sandbox);
+        let template = sandbox
+            .and_then(|sb| sb.metadata.annotations.as_ref())
+            .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
+            .map_or(UNKNOWN_TEMPLATE, String::as_str);
+        let created_by = normalize_created_by(
+            self.claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
+                .map(String::as_str),
+        );
+        trace.emit_bound(
+            self.claim,
+            &super::super::trace::Bound {
+                sandbox: sandbox_name,
+                template,
+                launch_type,
+                created_by,
+            },
+            std::time::SystemTime::from(end),
+        );
+    }
+
     pub(super) fn record_latencies(
         &self,
         annotations: &BTreeMap<String, String>,
@@ -154,21 +205,7 @@ impl Pass<'_> {
         first_seen: Timestamp,
         ready_at: Timestamp,
     ) {
-        let launch_type = match sandbox {
-            None => "unknown",
-            Some(sb)
-                if sb
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SANDBOX_LAUNCH_TYPE_LABEL))
-                    .map(String::as_str)
-                    == Some(SANDBOX_LAUNCH_TYPE_WARM) =>
-            {
-                "warm"
-            }
-            Some(_) => "cold",
-        };
+        let launch_type = launch_type_of(sandbox);
         let template = sandbox
             .and_then(|sb| sb.metadata.annotations.as_ref())
             .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
@@ -192,20 +229,20 @@ impl Pass<'_> {
             metrics
                 .claim_startup_latency
                 .get_or_create(&labels)
-                .observe(ms);
+                .observe(ms, current_trace_exemplar(), None);
         }
         let observed = parsed(CONTROLLER_FIRST_OBSERVED_AT_ANNOTATION).unwrap_or(first_seen);
         if let Some(ms) = since(observed) {
             metrics
                 .controller_startup_latency
                 .get_or_create(&labels)
-                .observe(ms);
+                .observe(ms, current_trace_exemplar(), None);
         }
         if let Some(ms) = parsed(CLIENT_FIRST_REQUESTED_AT_ANNOTATION).and_then(since) {
             metrics
                 .client_startup_latency
                 .get_or_create(&labels)
-                .observe(ms);
+                .observe(ms, current_trace_exemplar(), None);
         }
         if let Some(sb) = sandbox
             && let (Some(ready), Some(created)) = (
@@ -225,9 +262,28 @@ impl Pass<'_> {
                         launch_type: launch_type.into(),
                         sandbox_template: template,
                     })
-                    .observe(ms as f64);
+                    .observe(ms as f64, current_trace_exemplar(), None);
             }
         }
+    }
+}
+
+/// `warm` when the Sandbox carries `launch-type=warm`, `cold` otherwise, `unknown` without one.
+fn launch_type_of(sandbox: Option<&Sandbox>) -> &'static str {
+    match sandbox {
+        None => "unknown",
+        Some(sb)
+            if sb
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SANDBOX_LAUNCH_TYPE_LABEL))
+                .map(String::as_str)
+                == Some(SANDBOX_LAUNCH_TYPE_WARM) =>
+        {
+            "warm"
+        }
+        Some(_) => "cold",
     }
 }
 
