@@ -91,24 +91,31 @@ impl Session {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
-    fn wait_for(&self, what: &str, command: &str, expected: &str) {
+    fn wait_until(&self, what: &str, command: &str, done: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let got = self.query(command);
-            if got == expected {
+            if done(&got) {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "{what}: `{command}` printed {got:?}, expected {expected:?}"
+                "{what}: `{command}` printed {got:?}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    fn wait_for(&self, what: &str, command: &str, expected: &str) {
+        self.wait_until(&format!("{what} (expected {expected:?})"), command, |got| {
+            got == expected
+        });
     }
 }
 
 const CLAIM: &str = "my-first-sandbox";
 const CLAIM_READY: &str = "kubectl get sandboxclaim my-first-sandbox -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'";
+const CLAIM_EVENT_REASONS: &str = "kubectl get events --field-selector involvedObject.uid=$(kubectl get sandboxclaim my-first-sandbox -o jsonpath='{.metadata.uid}') -o jsonpath='{.items[*].reason}'";
 const CLAIM_SANDBOX: &str =
     "kubectl get sandboxclaim my-first-sandbox -o jsonpath='{.status.sandbox.name}'";
 
@@ -145,6 +152,14 @@ fn run_readme_line(session: &mut Session, line: &str, xtask: &str) {
     // A claim's deletion must take its Sandbox along: remember which one it is.
     let bound_sandbox = (command == "kubectl delete -f examples/quickstart/claim.yaml")
         .then(|| session.query(CLAIM_SANDBOX));
+    if command == "kubectl describe sandboxclaim my-first-sandbox" {
+        // Events are published off the reconcile path: wait until the claim has one, then
+        // `describe` must list it (devcluster serves events.k8s.io/v1 and core/v1 as one
+        // resource, as a real API server does).
+        session.wait_until("the claim has an event", CLAIM_EVENT_REASONS, |got| {
+            !got.is_empty()
+        });
+    }
     let output = session.run(line);
 
     match command {
@@ -202,6 +217,13 @@ fn run_readme_line(session: &mut Session, line: &str, xtask: &str) {
                     "{expected:?} missing from:\n{output}"
                 );
             }
+            let reasons = session.query(CLAIM_EVENT_REASONS);
+            let events = output.split("Events:").nth(1).unwrap_or_default();
+            assert!(
+                !events.trim_start().starts_with("<none>")
+                    && reasons.split_whitespace().all(|r| events.contains(r)),
+                "describe lists the claim's events ({reasons}):\n{output}"
+            );
         }
         "kubectl apply -f examples/core/sandbox.yaml" => {
             session.wait_for(
