@@ -182,3 +182,36 @@ fn exposition_has_reference_names_and_buckets() {
     assert!(text.contains(r#"controller_runtime_reconcile_errors_total{controller="sandbox"} 1"#));
     assert!(text.contains(r#"agent_sandbox_controller_reconcile_failures_total{controller="sandbox",error="conflict"} 1"#));
 }
+
+#[test]
+fn creation_latency_samples_carry_the_trace_id_as_an_exemplar() {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry, None);
+    let labels = || CreationLatencyLabels {
+        namespace: "default".into(),
+        launch_type: "warm".into(),
+        sandbox_template: "python".into(),
+    };
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+    let trace_id = tracing::subscriber::with_default(subscriber, || {
+        let span = tracing::info_span!("ReconcileSandbox");
+        let _entered = span.enter();
+        metrics.observe_creation_latency(labels(), Duration::from_millis(420));
+        controller_common::metrics::current_trace_exemplar()
+            .expect("a sampled span has a trace id")
+            .trace_id
+    });
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(&format!(
+            r#"agent_sandbox_creation_latency_ms_bucket{{le="500.0",namespace="default",launch_type="warm",sandbox_template="python"}} 1 # {{trace_id="{trace_id}"}} 420.0"#
+        )),
+        "{text}"
+    );
+}
