@@ -91,9 +91,14 @@ impl Env {
     /// Starts devcluster on a free port, installs the core CRDs (only: core must work without
     /// the extensions), the node agent and the controller, as `options` say.
     pub async fn start(options: EnvOptions) -> Env {
-        let cluster = devcluster::DevCluster::start(devcluster::Config::ephemeral())
-            .await
-            .expect("devcluster starts");
+        // The simulated nodes run below, with `options.nodes`; devcluster's own node agent
+        // (default settings) would bind and start every Pod a second time.
+        let cluster = devcluster::DevCluster::start(devcluster::Config {
+            node_agent: false,
+            ..devcluster::Config::ephemeral()
+        })
+        .await
+        .expect("devcluster starts");
         let client = cluster.client();
         install_crds(&client, api_types::core_crds()).await;
         let nodes = options.nodes.clone().map(|cfg| {

@@ -1,6 +1,5 @@
 //! Pool members that never become Ready are replaced after the readiness grace period.
-//! (Holding unschedulable members instead is covered by the unit tests of `warm_pool::plan`:
-//! devcluster's simulated scheduler did not mark pods Unschedulable in this harness.)
+//! (Unschedulable members are held instead: `pool_unschedulable.rs`.)
 
 #[path = "support/harness.rs"]
 mod harness;

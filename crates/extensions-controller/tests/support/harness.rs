@@ -74,8 +74,13 @@ impl ExtEnv {
     pub fn start_controller(&mut self) {
         self.registry = Registry::default();
         let metrics = ClaimMetrics::register(&mut self.registry);
-        let controller =
-            ExtensionsController::new(self.client.clone(), self.options.clone(), metrics, None);
+        let reconciles = controller_common::ControllerMetrics::register(&mut self.registry);
+        let controller = ExtensionsController::new(
+            self.client.clone(),
+            self.options.clone(),
+            metrics,
+            Some(reconciles),
+        );
         let token = CancellationToken::new();
         let stop = token.clone();
         let task = tokio::spawn(async move { controller.run(stop, || {}).await });
