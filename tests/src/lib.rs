@@ -11,6 +11,7 @@
 //! # }
 //! ```
 
+pub mod http_probe;
 pub mod otlp_receiver;
 pub mod trace_waterfall;
 

@@ -5,43 +5,15 @@
 #[path = "support/harness.rs"]
 mod harness;
 
-use std::net::TcpListener;
-
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};
+use e2e_tests::http_probe::{free_port, http_get};
 use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for};
 use extensions_controller::args::{Args, LEASE_NAME};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut buf = String::new();
-    conn.read_to_string(&mut buf).await.ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    Some((
-        code,
-        buf.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default(),
-    ))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_leads_serves_probes_and_claim_metrics() {
