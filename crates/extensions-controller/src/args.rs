@@ -80,6 +80,14 @@ pub struct Args {
           action = ArgAction::Set)]
     pub disable_claim_events: bool,
 
+    /// Publish the Normal Event `SandboxAdopted` when a claim takes a warm pool Sandbox (off by
+    /// default: one API write per warm claim for what the claim's status already says). The
+    /// other claim Events (`SandboxProvisioned`, `ClaimExpired`) follow `--disable-claim-events`.
+    #[arg(long, env = "CLAIM_ADOPTION_EVENTS", default_value = "false", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = parse_go_bool,
+          action = ArgAction::Set)]
+    pub claim_adoption_events: bool,
+
     /// Do not write the observability annotations (`controller-first-observed-at`,
     /// `opentelemetry.io/trace-context`, `claim-first-ready-at`) on SandboxClaims.
     #[arg(long, env = "DISABLE_CLAIM_OBSERVABILITY_ANNOTATIONS", default_value = "false",
@@ -194,6 +202,7 @@ mod tests {
         );
         assert!(args.enable_warm_pool_eviction);
         assert!(!args.disable_claim_events);
+        assert!(!args.claim_adoption_events, "SandboxAdopted is opt-in");
         assert!(!args.disable_claim_observability_annotations);
         assert_eq!(
             args.allowed_label_domains_file,
@@ -215,6 +224,7 @@ mod tests {
             "--enable-warm-pool-eviction=false",
             "--disable-claim-events",
             "--disable-claim-observability-annotations=true",
+            "--claim-adoption-events",
         ])
         .unwrap();
         assert_eq!(args.sandbox_claim_concurrent_workers, 7);
@@ -234,6 +244,7 @@ mod tests {
         );
         assert!(!args.enable_warm_pool_eviction);
         assert!(args.disable_claim_events && args.disable_claim_observability_annotations);
+        assert!(args.claim_adoption_events);
     }
 
     #[test]

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use api_types::{Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate, SandboxWarmPool};
+use api_types::{
+    Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate, SandboxWarmPool,
+    SandboxWarmPoolStatus,
+};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -20,6 +23,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use crate::metrics::ClaimMetrics;
 use crate::warm_pool::in_flight::InFlight;
 use crate::warm_pool::refill::{RefillLimiter, ReplenishHold};
+use crate::warm_pool::status::{DEFAULT_POOL_STATUS_WINDOW, StatusWrite, status_write};
 
 /// Field manager / event reporter name of this binary.
 pub const FIELD_MANAGER: &str = "extensions-controller";
@@ -102,6 +106,9 @@ pub struct PoolSettings {
     pub readiness_grace_period: Duration,
     pub unschedulable_recheck_interval: Duration,
     pub enable_eviction: bool,
+    /// How long a count-only pool status change (`replicas`, `readyReplicas`) may be held back
+    /// so that one write carries a burst of claims and refills ([`DEFAULT_POOL_STATUS_WINDOW`]).
+    pub status_window: Duration,
 }
 
 impl Default for PoolSettings {
@@ -113,6 +120,7 @@ impl Default for PoolSettings {
             readiness_grace_period: Duration::from_secs(300),
             unschedulable_recheck_interval: Duration::from_secs(60),
             enable_eviction: true,
+            status_window: DEFAULT_POOL_STATUS_WINDOW,
         }
     }
 }
@@ -121,8 +129,19 @@ impl Default for PoolSettings {
 pub struct ClaimSettings {
     /// Label domains claims may use in `additionalPodMetadata.labels`.
     pub allowed_label_domains: Vec<String>,
+    /// Claim Events at all (`--disable-claim-events` turns them off).
     pub events: bool,
+    /// The Normal Event `SandboxAdopted` on the warm path (`--claim-adoption-events`).
+    pub adoption_events: bool,
     pub observability_annotations: bool,
+}
+
+impl ClaimSettings {
+    /// Whether a successful warm adoption publishes `SandboxAdopted`: only when asked for
+    /// (`--claim-adoption-events`) and claim Events are not disabled altogether.
+    pub fn publishes_adoption_event(&self) -> bool {
+        self.events && self.adoption_events
+    }
 }
 
 impl Default for ClaimSettings {
@@ -130,6 +149,7 @@ impl Default for ClaimSettings {
         ClaimSettings {
             allowed_label_domains: vec![crate::claim::metadata::DEFAULT_LABEL_DOMAIN.to_owned()],
             events: true,
+            adoption_events: false,
             observability_annotations: true,
         }
     }
@@ -143,13 +163,9 @@ pub struct PoolState {
     pub hold: ReplenishHold,
     /// Pools currently holding unschedulable members (for transition events).
     pub not_progressing: Mutex<HashSet<String>>,
-    /// Last status write per pool, to coalesce count-only status changes.
-    status_writes: Mutex<HashMap<String, Instant>>,
+    /// Per pool: since when a count-only status change has been held back.
+    status_held: Mutex<HashMap<String, Instant>>,
 }
-
-/// Shortest interval between two status writes of one pool that only change the counts
-/// (spec changes are reported at once).
-pub const POOL_STATUS_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 impl PoolState {
     pub fn new(settings: PoolSettings) -> Self {
@@ -158,33 +174,52 @@ impl PoolState {
             limiter: RefillLimiter::new(settings.max_refill_rate),
             hold: ReplenishHold::new(settings.replenish_delay),
             not_progressing: Mutex::default(),
-            status_writes: Mutex::default(),
+            status_held: Mutex::default(),
             settings,
         }
     }
 
-    /// How long a count-only status write of `key` must wait (zero: write now).
-    pub fn status_hold(&self, key: &str, now: Instant) -> Duration {
-        self.status_writes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .map(|at| POOL_STATUS_MIN_INTERVAL.saturating_sub(now.saturating_duration_since(*at)))
-            .unwrap_or(Duration::ZERO)
+    /// [`status_write`] for pool `key`, remembering when a hold started and forgetting it
+    /// once the status is written or back to what is stored.
+    pub fn status_write(
+        &self,
+        key: &str,
+        stored: &SandboxWarmPoolStatus,
+        desired: &SandboxWarmPoolStatus,
+        now: Instant,
+    ) -> StatusWrite {
+        let mut held = self.status_held.lock().unwrap_or_else(|e| e.into_inner());
+        let decision = status_write(
+            stored,
+            desired,
+            held.get(key).copied(),
+            self.settings.status_window,
+            now,
+        );
+        match decision {
+            StatusWrite::Hold(_) => {
+                held.entry(key.to_owned()).or_insert(now);
+            }
+            StatusWrite::Now | StatusWrite::Nothing => {
+                held.remove(key);
+            }
+        }
+        decision
     }
 
-    pub fn status_written(&self, key: &str, now: Instant) {
-        self.status_writes
+    /// Drops the hold of pool `key` (its status is written now).
+    pub fn release_status_hold(&self, key: &str) {
+        self.status_held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), now);
+            .remove(key);
     }
 
     pub fn forget(&self, key: &str) {
         self.in_flight.forget(key);
         self.limiter.forget(key);
         self.hold.forget(key);
-        self.status_writes
+        self.status_held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
@@ -546,6 +581,22 @@ mod tests {
             ClaimMetrics::register(&mut registry),
             None,
         )
+    }
+
+    #[test]
+    fn adoption_event_is_opt_in_and_off_without_claim_events() {
+        let settings = |events, adoption_events| ClaimSettings {
+            events,
+            adoption_events,
+            ..ClaimSettings::default()
+        };
+        assert!(!ClaimSettings::default().publishes_adoption_event());
+        assert!(settings(true, true).publishes_adoption_event());
+        assert!(!settings(true, false).publishes_adoption_event());
+        assert!(
+            !settings(false, true).publishes_adoption_event(),
+            "--disable-claim-events wins"
+        );
     }
 
     #[test]

@@ -63,10 +63,12 @@ pub fn options_from_args(
             readiness_grace_period: args.sandbox_warm_pool_readiness_grace_period,
             unschedulable_recheck_interval: args.sandbox_warm_pool_unschedulable_recheck_interval,
             enable_eviction: args.enable_warm_pool_eviction,
+            ..PoolSettings::default()
         },
         claim: ClaimSettings {
             allowed_label_domains,
             events: !args.disable_claim_events,
+            adoption_events: args.claim_adoption_events,
             observability_annotations: !args.disable_claim_observability_annotations,
         },
         claim_workers: args.sandbox_claim_concurrent_workers,

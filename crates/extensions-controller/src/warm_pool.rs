@@ -7,11 +7,12 @@
 //!   replenish-delay hold;
 //! - [`plan`]: the pure decision for one pass (who is a member, what to create, delete, adopt,
 //!   the status);
+//! - [`status`]: when a status change is written, held, or not written at all;
 //! - [`reconcile`]: reads the caches, runs the plan, writes the difference.
 
 pub mod blueprint;
 pub mod in_flight;
 pub mod plan;
-
 pub mod reconcile;
 pub mod refill;
+pub mod status;

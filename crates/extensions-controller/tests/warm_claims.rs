@@ -94,17 +94,48 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     eprintln!(
         "writes per warm claim, end to end incl. the refill: {all:#?}\nof which the extensions controller: {ours:#?}"
     );
-    let claim_controller: u64 = [
-        "patch sandboxes",
-        "patch sandboxclaims",
-        "patch sandboxclaims/status",
-        "create events",
-        "patch events",
-    ]
-    .iter()
-    .map(|k| ours.get(*k).copied().unwrap_or(0))
-    .sum();
-    assert!(claim_controller <= 4, "claim-controller writes: {ours:?}");
+    assert_eq!(
+        claim_controller_writes(&ours),
+        3,
+        "default flags: the guarded adoption patch, the status patch and one annotation patch, \
+         no SandboxAdopted Event: {ours:?}"
+    );
+    // The replacement was created with its `pod-name` annotation and the adopted member had
+    // it too: the core controller patched no Sandbox's metadata, only the adoption did.
+    assert_eq!(
+        all.get("patch sandboxes").copied(),
+        Some(1),
+        "end to end: {all:?}"
+    );
+    let replacement = ext
+        .pool_members(&pool)
+        .await
+        .into_iter()
+        .find(|m| {
+            !members
+                .iter()
+                .any(|old| old.metadata.name == m.metadata.name)
+        })
+        .expect("a replacement member");
+    let replacement_name = replacement.metadata.name.clone().unwrap();
+    assert!(replacement_name.starts_with("pool-"), "{replacement_name}");
+    assert_eq!(
+        replacement.metadata.annotations.as_ref().unwrap()["agents.x-k8s.io/pod-name"],
+        replacement_name
+    );
+    let pod = ext
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .get(&replacement_name)
+        .await
+        .expect("the replacement's Pod is named after it");
+    assert_eq!(
+        pod.metadata.name.as_deref(),
+        Some(replacement_name.as_str())
+    );
+    assert!(
+        adoption_events(&ext, "c1").await.is_empty(),
+        "SandboxAdopted is opt-in"
+    );
     let metrics = ext.metrics_text();
     assert!(metrics.contains("agent_sandbox_claim_creation_total{namespace=\"default\",sandbox_template=\"tmpl\",launch_type=\"warm\",warmpool_name=\"pool\",pod_condition=\"ready\",created_by=\"unknown\"} 1"), "{metrics}");
     let claims = ext.api::<SandboxClaim>();
@@ -118,11 +149,72 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     ext.stop().await;
 }
 
+/// Writes the claim controller sends for one warm claim: claims, the adopted Sandbox, Events.
+fn claim_controller_writes(ours: &std::collections::BTreeMap<String, u64>) -> u64 {
+    ours.iter()
+        .filter(|(k, _)| {
+            k.contains("sandboxclaims") || k.as_str() == "patch sandboxes" || k.contains("events")
+        })
+        .map(|(_, v)| *v)
+        .sum()
+}
+
+/// Reasons of the `SandboxAdopted` Events about claim `name` (events.k8s.io/v1).
+async fn adoption_events(ext: &ExtEnv, name: &str) -> Vec<String> {
+    let events = ext
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&Default::default())
+        .await
+        .expect("list events");
+    events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("SandboxClaim") && r.name.as_deref() == Some(name)
+            })
+        })
+        .filter_map(|e| e.reason)
+        .filter(|r| r == "SandboxAdopted")
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_events_and_annotations_off_a_warm_claim_costs_two_writes() {
+async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
     let options = Options {
         claim: extensions_controller::context::ClaimSettings {
-            events: false,
+            adoption_events: true,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    let ext = ExtEnv::start(options).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 1).await;
+    ext.wait_pool_ready("pool", 1).await;
+    ext.reset_counts();
+    ext.create_claim("loud", "pool", json!({})).await;
+    let bound = ext.wait_claim_reason("loud", "DependenciesReady").await;
+    assert_ne!(bound.status.unwrap().sandbox.name, "loud", "warm");
+    // The Event is published off the reconcile path.
+    wait_for("the SandboxAdopted Event", DEADLINE, || async {
+        (adoption_events(&ext, "loud").await.len() == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(harness::SETTLE).await;
+    let ours = ext.our_writes();
+    assert_eq!(
+        claim_controller_writes(&ours),
+        4,
+        "adoption patch, status patch, annotation patch and the Event: {ours:?}"
+    );
+    ext.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_annotations_off_a_warm_claim_costs_two_writes() {
+    let options = Options {
+        claim: extensions_controller::context::ClaimSettings {
             observability_annotations: false,
             ..Default::default()
         },
@@ -138,15 +230,9 @@ async fn with_events_and_annotations_off_a_warm_claim_costs_two_writes() {
     assert_ne!(bound.status.unwrap().sandbox.name, "quiet", "warm");
     tokio::time::sleep(harness::SETTLE).await;
     let ours = ext.our_writes();
-    let claim_writes: u64 = ours
-        .iter()
-        .filter(|(k, _)| {
-            k.contains("sandboxclaims") || k.as_str() == "patch sandboxes" || k.contains("events")
-        })
-        .map(|(_, v)| *v)
-        .sum();
     assert_eq!(
-        claim_writes, 2,
+        claim_controller_writes(&ours),
+        2,
         "one guarded Sandbox patch and one status patch: {ours:?}"
     );
     let claim = ext.api::<SandboxClaim>().get("quiet").await.unwrap();
@@ -157,6 +243,59 @@ async fn with_events_and_annotations_off_a_warm_claim_costs_two_writes() {
             .unwrap_or_default()
             .contains_key("agents.x-k8s.io/claim-first-ready-at"),
         "no annotations written"
+    );
+    ext.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_status_is_coalesced_during_a_burst_and_exact_after_it() {
+    let ext = ExtEnv::start(Options::default()).await;
+    let window = ext.options.pool.status_window;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", 6).await;
+    let pool = ext.wait_pool_ready("pool", 6).await;
+    let before = ext.pool_members(&pool).await;
+    ext.reset_counts();
+    let started = std::time::Instant::now();
+    let names: Vec<String> = (0..6).map(|i| format!("burst-{i}")).collect();
+    futures::future::join_all(names.iter().map(|n| ext.create_claim(n, "pool", json!({})))).await;
+    for n in &names {
+        ext.wait_claim_reason(n, "DependenciesReady").await;
+    }
+    // Six fresh members, all Ready, and a status that says exactly that.
+    wait_for("six fresh Ready members", DEADLINE, || async {
+        let members = ext.pool_members(&pool).await;
+        (members.len() == 6
+            && members.iter().all(is_ready)
+            && members
+                .iter()
+                .all(|m| !before.iter().any(|b| b.metadata.name == m.metadata.name)))
+        .then_some(())
+    })
+    .await;
+    ext.wait_pool_ready("pool", 6).await;
+    let elapsed = started.elapsed();
+    tokio::time::sleep(harness::SETTLE).await;
+    let status = ext
+        .api::<api_types::SandboxWarmPool>()
+        .get("pool")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!((status.replicas, status.ready_replicas), (6, 6));
+    let ours = ext.our_writes();
+    let status_writes = ours
+        .get("patch sandboxwarmpools/status")
+        .copied()
+        .unwrap_or(0);
+    // Count-only changes are written at most once per window (each write ends a hold that
+    // began after the previous one), however many claims and refills moved the counts.
+    let bound = (elapsed.as_secs_f64() / window.as_secs_f64()).floor() as u64 + 1;
+    eprintln!("{status_writes} pool status writes in {elapsed:?}: {ours:?}");
+    assert!(
+        status_writes <= bound,
+        "{status_writes} pool status writes in {elapsed:?} (at most {bound}): {ours:?}"
     );
     ext.stop().await;
 }

@@ -100,6 +100,30 @@ async fn a_new_sandbox_reaches_ready_with_one_status_write() {
 }
 
 #[tokio::test]
+async fn a_sandbox_created_with_its_pod_name_annotation_needs_no_metadata_patch() {
+    // What a warm pool creates: the annotation already names the Pod (the Sandbox's own name).
+    let api = FakeApi::new();
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    let mut member = sandbox("member", json!({}));
+    member["metadata"]["annotations"] = json!({"agents.x-k8s.io/pod-name": "member"});
+    api.apply("sandboxes", member);
+    wait_for("pod", || api.get("pods", NS, "member")).await;
+    start_pod(&api, "member", "127.0.0.32");
+    wait_ready(&api, "member").await;
+    tokio::time::sleep(WINDOW + Duration::from_millis(300)).await;
+    assert_eq!(
+        writes_about(&api, "member"),
+        counts(&[("POST pods", 1), ("PATCH sandboxes/status", 1)])
+    );
+    let sb = api.get("sandboxes", NS, "member").expect("sandbox");
+    assert_eq!(
+        sb["metadata"]["annotations"]["agents.x-k8s.io/pod-name"],
+        "member"
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
 async fn a_pod_that_stays_pending_is_reported_when_the_window_ends() {
     let api = FakeApi::new();
     let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);

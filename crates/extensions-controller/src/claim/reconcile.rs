@@ -3,10 +3,10 @@
 //!
 //! Writes per warm claim with default flags: one guarded Sandbox patch (the ownership
 //! transfer), one claim status patch, one claim annotation patch at first Ready (skipped with
-//! `--disable-claim-observability-annotations`), plus the `SandboxAdopted` Event (skipped with
-//! `--disable-claim-events`). Only the first two are on a worker's path: the Event and the
-//! annotation patch are sent in the background, so a worker is free again once the claim's
-//! Ready is stored.
+//! `--disable-claim-observability-annotations`). The `SandboxAdopted` Event is a fourth, only
+//! with `--claim-adoption-events` (and never with `--disable-claim-events`). Only the first two
+//! are on a worker's path: the Event and the annotation patch are sent in the background, so a
+//! worker is free again once the claim's Ready is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

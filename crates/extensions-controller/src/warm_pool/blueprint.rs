@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use api_types::keys::{
     CREATED_BY_CONTROLLER, CREATED_BY_LABEL, DEPRECATED_SANDBOX_POD_TEMPLATE_HASH_LABEL,
     SAFE_TO_EVICT_ANNOTATION, SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_LAUNCH_TYPE_WARM,
-    SANDBOX_TEMPLATE_HASH_LABEL, SANDBOX_TEMPLATE_REF_ANNOTATION, SANDBOX_TEMPLATE_REF_HASH_LABEL,
-    SANDBOX_WARM_POOL_LABEL,
+    SANDBOX_POD_NAME_ANNOTATION, SANDBOX_TEMPLATE_HASH_LABEL, SANDBOX_TEMPLATE_REF_ANNOTATION,
+    SANDBOX_TEMPLATE_REF_HASH_LABEL, SANDBOX_WARM_POOL_LABEL,
 };
 use api_types::{
     Sandbox, SandboxBlueprint, SandboxSpec, SandboxTemplate, SandboxWarmPool, name_hash,
@@ -83,7 +83,45 @@ pub fn is_stale(
     !matches_blueprint(&facts.template, &sandbox.spec)
 }
 
-/// The Sandbox the pool creates (`generateName: <pool>-`), owned by the pool.
+/// The API server keeps at most this much of a `generateName` prefix (a 63-character name
+/// minus the 5 random characters).
+const MAX_GENERATED_PREFIX: usize = 58;
+/// The characters the API server draws a generated suffix from (no vowels, no look-alikes).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+const SUFFIX_LEN: usize = 5;
+
+/// A random suffix of the shape the API server gives `generateName` objects.
+pub fn random_suffix() -> String {
+    (0..SUFFIX_LEN)
+        .map(|_| char::from(SUFFIX_ALPHABET[fastrand::usize(..SUFFIX_ALPHABET.len())]))
+        .collect()
+}
+
+/// `member` (from [`build_member`]) named here rather than by the API server: the same shape
+/// `generateName` gives (the prefix cut at 58 characters, then `suffix`), plus the annotation
+/// `agents.x-k8s.io/pod-name` naming the Sandbox itself. The core controller names the Pod after
+/// the Sandbox and writes that annotation when it is missing; set at creation it costs nothing.
+pub fn with_name(member: &Sandbox, suffix: &str) -> Sandbox {
+    let mut named = member.clone();
+    let Some(prefix) = named.metadata.generate_name.take() else {
+        return named;
+    };
+    let mut cut = prefix.len().min(MAX_GENERATED_PREFIX);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let name = format!("{}{suffix}", &prefix[..cut]);
+    named
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(SANDBOX_POD_NAME_ANNOTATION.to_owned(), name.clone());
+    named.metadata.name = Some(name);
+    named
+}
+
+/// The Sandbox the pool creates (`generateName: <pool>-`), owned by the pool; [`with_name`]
+/// gives each create its name.
 pub fn build_member(
     pool: &SandboxWarmPool,
     facts: &TemplateFacts,
@@ -261,6 +299,44 @@ mod tests {
             .collect();
         assert_eq!(names, ["data", "cache"]);
         assert!(matches_blueprint(&f.template, &sb.spec));
+    }
+
+    #[test]
+    fn a_member_is_named_like_generate_name_and_points_at_its_pod() {
+        let f = facts(template("v1"));
+        let member = build_member(&pool(), &f, true).unwrap();
+        let suffix = random_suffix();
+        assert_eq!(suffix.len(), 5);
+        assert!(
+            suffix.bytes().all(|b| SUFFIX_ALPHABET.contains(&b)),
+            "{suffix}"
+        );
+        let named = with_name(&member, &suffix);
+        let name = named.metadata.name.clone().unwrap();
+        assert_eq!(name, format!("pool-{suffix}"));
+        assert_eq!(named.metadata.generate_name, None);
+        let annotations = named.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[SANDBOX_POD_NAME_ANNOTATION], name);
+        assert_eq!(annotations[SANDBOX_TEMPLATE_REF_ANNOTATION], "tmpl");
+        // Everything else is the member as built.
+        let mut unnamed = named.clone();
+        unnamed.metadata.name = None;
+        unnamed.metadata.generate_name = Some("pool-".into());
+        unnamed
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(SANDBOX_POD_NAME_ANNOTATION);
+        assert_eq!(unnamed, member);
+
+        // A long pool name is cut where the API server cuts it: a valid 63-character name.
+        let mut long_pool = pool();
+        long_pool.metadata.name = Some("p".repeat(70));
+        let long = with_name(&build_member(&long_pool, &f, true).unwrap(), "bcd42");
+        let name = long.metadata.name.unwrap();
+        assert_eq!(name, format!("{}bcd42", "p".repeat(58)));
+        assert_eq!(name.len(), 63);
     }
 
     #[test]

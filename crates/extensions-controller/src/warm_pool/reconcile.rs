@@ -18,11 +18,12 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::blueprint::{TemplateFacts, blueprint_hash, build_member};
+use super::blueprint::{TemplateFacts, blueprint_hash, build_member, random_suffix, with_name};
 use super::in_flight::CacheView;
 use super::plan::{PlanInput, plan};
+use super::status::StatusWrite;
 use crate::context::{Context, FIELD_MANAGER};
-use crate::error::{Error, is_conflict, is_not_found};
+use crate::error::{Error, is_already_exists, is_conflict, is_not_found};
 use crate::ownership::controller_ref;
 
 pub const CONTROLLER_NAME: &str = "sandboxwarmpool";
@@ -350,28 +351,21 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         requeue = min_requeue(requeue, check);
     }
 
-    // Status is written even when some writes failed, so it is never stale when it matters.
+    // Status is written even when some writes failed, so it is never stale when it matters;
+    // count-only changes are coalesced (`super::status`).
     let mut status = decided.status.clone();
     status.selector = api_types::keys::warm_pool_selector(name);
     status.observed_generation = pool.metadata.generation.unwrap_or(0);
     let current = pool.status.clone().unwrap_or_default();
-    let counts_only = current.observed_generation == status.observed_generation
-        && current.selector == status.selector;
-    // A settled pool (every member Ready, at the target, nothing in flight) is reported at
-    // once; intermediate counts are coalesced (at most one write per interval), because more
-    // events (creates landing, members turning Ready) follow them.
-    let settled = status.ready_replicas == status.replicas
-        && usize::try_from(status.replicas).is_ok_and(|r| r == desired)
-        && pending.creates == 0;
-    let hold = if counts_only && !settled && current != status {
-        state.status_hold(&key, now)
-    } else {
-        Duration::ZERO
-    };
-    if !hold.is_zero() {
-        requeue = min_requeue(requeue, hold);
-    } else if current != status {
-        state.status_written(&key, now);
+    let mut decision = state.status_write(&key, &current, &status, now);
+    if !errors.is_empty() && matches!(decision, StatusWrite::Hold(_)) {
+        // The error backoff, not the window, decides when this pool is looked at again.
+        state.release_status_hold(&key);
+        decision = StatusWrite::Now;
+    }
+    if let StatusWrite::Hold(left) = decision {
+        requeue = min_requeue(requeue, left);
+    } else if decision == StatusWrite::Now {
         let pools = Api::<SandboxWarmPool>::namespaced(ctx.client.clone(), namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
@@ -406,6 +400,29 @@ pub struct BatchOutcome {
     pub error: Option<kube::Error>,
 }
 
+/// How many names one create tries before it gives up on `AlreadyExists` (a collision of two
+/// random 5-character suffixes is rare; three in a row means something else holds the names).
+const NAME_ATTEMPTS: usize = 3;
+
+/// Creates one copy of `member` under a fresh name ([`with_name`]), trying another name if the
+/// chosen one is taken.
+async fn create_named(
+    api: &Api<Sandbox>,
+    params: &PostParams,
+    member: &Sandbox,
+) -> Result<Sandbox, kube::Error> {
+    let mut attempt = 1;
+    loop {
+        match api
+            .create(params, &with_name(member, &random_suffix()))
+            .await
+        {
+            Err(e) if is_already_exists(&e) && attempt < NAME_ATTEMPTS => attempt += 1,
+            result => return result,
+        }
+    }
+}
+
 /// Creates `count` copies of `member` in slow-start batches (1, 2, 4, ...), stopping after the
 /// first batch with a failure. `on_created` gets each created name.
 pub async fn create_in_batches(
@@ -426,7 +443,7 @@ pub async fn create_in_batches(
     let mut remaining = count;
     while remaining > 0 {
         let size = batch.min(remaining);
-        let results = join_all((0..size).map(|_| api.create(&params, member))).await;
+        let results = join_all((0..size).map(|_| create_named(api, &params, member))).await;
         for result in results {
             match result {
                 Ok(created) => {

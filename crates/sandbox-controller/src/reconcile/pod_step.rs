@@ -99,7 +99,11 @@ async fn pod_pass(
         .collect();
 
     let target = target_pod_name(sandbox);
-    let mut pod = match get_pod(ctx, sandbox, &target, has_annotation).await {
+    // An annotation naming the Sandbox itself (pool members get it at creation) points where
+    // the default does: a cache miss then needs no confirming read and clears nothing (a Pod
+    // the cache has not shown yet answers the create with 409 and is read back there).
+    let names_other_pod = has_annotation && target != sandbox.name_any();
+    let mut pod = match get_pod(ctx, sandbox, &target, names_other_pod).await {
         Ok(p) => p,
         Err(err) => {
             return PodOutcome {
@@ -108,7 +112,7 @@ async fn pod_pass(
             };
         }
     };
-    if pod.is_none() && has_annotation {
+    if pod.is_none() && names_other_pod {
         *annotation = PodNameAnnotation::Clear;
     }
     if let Some(p) = &pod

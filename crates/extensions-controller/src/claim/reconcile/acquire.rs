@@ -187,6 +187,10 @@ impl Pass<'_> {
             if ready { "ready" } else { "not_ready" },
         );
         tracing::info!(sandbox = %format!("{}/{}", self.namespace, adopted.metadata.name.as_deref().unwrap_or_default()), "adopted warm pool Sandbox");
+        // One API write per warm claim for news the claim's status already carries: opt-in.
+        if !self.ctx.claim.settings.publishes_adoption_event() {
+            return;
+        }
         Context::event_detached(
             self.ctx.claim_recorder.as_ref(),
             self.claim,
