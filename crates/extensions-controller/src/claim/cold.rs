@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use api_types::keys::{
     CREATED_BY_LABEL, SANDBOX_ID_LABEL, SANDBOX_LAUNCH_TYPE_COLD, SANDBOX_LAUNCH_TYPE_LABEL,
-    SANDBOX_TEMPLATE_REF_ANNOTATION, SANDBOX_TEMPLATE_REF_HASH_LABEL, TRACE_CONTEXT_ANNOTATION,
+    SANDBOX_POD_NAME_ANNOTATION, SANDBOX_TEMPLATE_REF_ANNOTATION, SANDBOX_TEMPLATE_REF_HASH_LABEL,
+    TRACE_CONTEXT_ANNOTATION,
 };
 use api_types::{Sandbox, SandboxClaim, SandboxSpec, SandboxTemplate, name_hash};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -79,10 +80,15 @@ pub fn build_cold_sandbox(
     )?;
     apply_secure_defaults(&template.spec, &mut blueprint.pod_template.spec);
 
-    let mut annotations = BTreeMap::from([(
-        SANDBOX_TEMPLATE_REF_ANNOTATION.to_owned(),
-        template_name.to_owned(),
-    )]);
+    // The core controller names the Pod after the Sandbox and records it in `pod-name`; set
+    // here, it needs no metadata patch of its own.
+    let mut annotations = BTreeMap::from([
+        (
+            SANDBOX_TEMPLATE_REF_ANNOTATION.to_owned(),
+            template_name.to_owned(),
+        ),
+        (SANDBOX_POD_NAME_ANNOTATION.to_owned(), name.to_owned()),
+    ]);
     if let Some(trace) = claim
         .metadata
         .annotations
@@ -161,6 +167,7 @@ mod tests {
         let annotations = sb.metadata.annotations.unwrap();
         assert_eq!(annotations[TRACE_CONTEXT_ANNOTATION], "ctx");
         assert_eq!(annotations[SANDBOX_TEMPLATE_REF_ANNOTATION], "tmpl");
+        assert_eq!(annotations[SANDBOX_POD_NAME_ANNOTATION], "my-claim");
         assert_eq!(
             sb.metadata.owner_references.unwrap()[0].kind,
             "SandboxClaim"

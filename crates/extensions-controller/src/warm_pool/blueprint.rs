@@ -103,7 +103,9 @@ pub fn random_suffix() -> String {
 /// the Sandbox and writes that annotation when it is missing; set at creation it costs nothing.
 pub fn with_name(member: &Sandbox, suffix: &str) -> Sandbox {
     let mut named = member.clone();
-    let Some(prefix) = named.metadata.generate_name.take() else {
+    // `generateName` stays, as on an object the API server named: users and tools that read it
+    // to find a pool's members see what they would with the reference.
+    let Some(prefix) = named.metadata.generate_name.clone() else {
         return named;
     };
     let mut cut = prefix.len().min(MAX_GENERATED_PREFIX);
@@ -314,14 +316,13 @@ mod tests {
         let named = with_name(&member, &suffix);
         let name = named.metadata.name.clone().unwrap();
         assert_eq!(name, format!("pool-{suffix}"));
-        assert_eq!(named.metadata.generate_name, None);
+        assert_eq!(named.metadata.generate_name.as_deref(), Some("pool-"));
         let annotations = named.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations[SANDBOX_POD_NAME_ANNOTATION], name);
         assert_eq!(annotations[SANDBOX_TEMPLATE_REF_ANNOTATION], "tmpl");
         // Everything else is the member as built.
         let mut unnamed = named.clone();
         unnamed.metadata.name = None;
-        unnamed.metadata.generate_name = Some("pool-".into());
         unnamed
             .metadata
             .annotations
