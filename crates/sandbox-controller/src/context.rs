@@ -16,6 +16,7 @@ use crate::cached_pod::CachedPod;
 use crate::coalesce::ProgressHolds;
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
+use crate::pod_index::PodIndex;
 
 /// Field manager recorded on the objects this controller creates.
 pub const FIELD_MANAGER: &str = "sandbox-controller";
@@ -47,6 +48,8 @@ impl Default for Settings {
 pub struct Stores {
     pub sandboxes: Store<Sandbox>,
     pub pods: Store<CachedPod>,
+    /// The Pods of `pods` by controlling owner UID (fed the same watch events).
+    pub pod_index: PodIndex,
     pub services: Store<Service>,
     pub pvcs: Store<PersistentVolumeClaim>,
 }
@@ -387,6 +390,7 @@ mod memory_tests {
             Stores {
                 sandboxes,
                 pods,
+                pod_index: PodIndex::default(),
                 services,
                 pvcs,
             },

@@ -23,6 +23,7 @@ use crate::context::{Context, Settings, Stores};
 use crate::error::Error;
 use crate::keys::NAME_HASH_LABEL;
 use crate::metrics::Metrics;
+use crate::pod_index::PodIndex;
 use crate::reconcile::{error_policy, reconcile};
 use crate::triggers::settled;
 
@@ -117,6 +118,7 @@ impl SandboxController {
             stores: Stores {
                 sandboxes,
                 pods,
+                pod_index: PodIndex::default(),
                 services,
                 pvcs,
             },
@@ -168,7 +170,17 @@ impl SandboxController {
             watcher(Api::<CachedPod>::all(client.clone()), child_config.clone())
                 .default_backoff()
                 .modify(CachedPod::slim)
-                .reflect(pod_w),
+                .reflect(pod_w)
+                .inspect({
+                    // After the store, before the triggers: a reconcile a Pod event triggers
+                    // finds that Pod through the index.
+                    let index = stores.pod_index.clone();
+                    move |event| {
+                        if let Ok(event) = event {
+                            index.apply_watcher_event(event);
+                        }
+                    }
+                }),
             stores.pods.clone(),
             true,
         );

@@ -14,6 +14,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod ownership;
+pub mod pod_index;
 pub mod reconcile;
 pub mod status;
 pub mod tracing_context;

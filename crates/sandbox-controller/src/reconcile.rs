@@ -39,6 +39,7 @@ use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
 use crate::ownership::Ownership;
+use crate::pod_index::owned_pods;
 use crate::status::{self, Expiry, Observation, ObservedPod, reason};
 
 pub use pod_step::PodOutcome;
@@ -431,11 +432,8 @@ async fn delete_owned_children(sandbox: &Sandbox, ctx: &Context) -> Result<(), E
     let ns = sandbox.namespace().unwrap_or_default();
     let uid = sandbox.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    for pod in ctx.stores.pods.state() {
-        if pod.namespace().as_deref() != Some(ns.as_str())
-            || !Ownership::of(&pod.metadata, &uid).is_owned()
-            || pod.metadata.deletion_timestamp.is_some()
-        {
+    for pod in owned_pods(&ctx.stores.pod_index, &ctx.stores.pods, &ns, &uid, None) {
+        if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let name = pod.name_any();

@@ -15,10 +15,11 @@ use tracing::Instrument;
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
 use crate::error::{Error, is_status};
-use crate::keys::{NAME_HASH_LABEL, POD_NAME_ANNOTATION};
+use crate::keys::POD_NAME_ANNOTATION;
 use crate::ownership::{
     Ownership, adopted_owner_refs, controller_ref, describe_owner, is_adoptable,
 };
+use crate::pod_index::owned_pods;
 
 /// What the Pod step settled on.
 #[derive(Debug, Default)]
@@ -85,18 +86,17 @@ async fn pod_pass(
     let has_annotation = sandbox.annotations().contains_key(POD_NAME_ANNOTATION);
 
     // Owned candidates: same namespace, controlled by our UID (a label alone proves nothing).
-    let mut owned: Vec<Pod> = ctx
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.labels().get(NAME_HASH_LABEL).map(String::as_str) == Some(hash)
-                && Ownership::of(&p.metadata, &uid).is_owned()
-        })
-        .map(|p| p.to_pod())
-        .collect();
+    // Found through the owner-UID index, not by scanning every cached Pod.
+    let mut owned: Vec<Pod> = owned_pods(
+        &ctx.stores.pod_index,
+        &ctx.stores.pods,
+        &ns,
+        &uid,
+        Some(hash),
+    )
+    .into_iter()
+    .map(|p| p.to_pod())
+    .collect();
 
     let target = target_pod_name(sandbox);
     let mut pod = match get_pod(ctx, sandbox, &target, has_annotation).await {
