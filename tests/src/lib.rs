@@ -243,6 +243,21 @@ pub async fn wait_sandbox(
     .await
 }
 
+/// Read-modify-replace of a Sandbox's spec, as a user's client does it: re-read and retry when
+/// the controller wrote the object in between (409 Conflict), a bounded number of times.
+pub async fn update_sandbox(api: &Api<Sandbox>, name: &str, change: impl Fn(&mut Sandbox)) {
+    for _ in 0..20 {
+        let mut sb = api.get(name).await.expect("get the Sandbox to update");
+        change(&mut sb);
+        match api.replace(name, &PostParams::default(), &sb).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(e) => panic!("replace Sandbox {name}: {e}"),
+        }
+    }
+    panic!("replace Sandbox {name}: still conflicting after 20 attempts");
+}
+
 /// Waits until the Sandbox `name` has Ready with this reason.
 pub async fn wait_ready_reason(api: &Api<Sandbox>, name: &str, reason: &str) -> Sandbox {
     wait_sandbox(api, name, &format!("{name} Ready reason {reason}"), |s| {

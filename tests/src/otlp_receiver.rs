@@ -103,25 +103,43 @@ pub fn flatten(request: &ExportTraceServiceRequest) -> Vec<CapturedSpan> {
     out
 }
 
-type Store = Arc<Mutex<Vec<CapturedSpan>>>;
-/// `(lowercase name, value)` of every request header or gRPC metadata entry seen.
-type Headers = Arc<Mutex<BTreeSet<(String, String)>>>;
+/// What a receiver recorded; both transports write through [`Captured::record`].
+#[derive(Clone, Default)]
+struct Captured {
+    spans: Arc<Mutex<Vec<CapturedSpan>>>,
+    requests: Arc<Mutex<u64>>,
+    /// `(lowercase name, value)` of every request header or gRPC metadata entry seen.
+    headers: Arc<Mutex<BTreeSet<(String, String)>>>,
+}
+
+impl Captured {
+    /// One export request: its headers (lowercase names) and its spans.
+    fn record(
+        &self,
+        headers: impl Iterator<Item = (String, String)>,
+        request: &ExportTraceServiceRequest,
+    ) {
+        self.headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(headers);
+        self.spans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(flatten(request));
+        *self.requests.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+}
 
 /// A running receiver; stops when dropped.
 pub struct OtlpReceiver {
     addr: SocketAddr,
-    spans: Store,
-    requests: Arc<Mutex<u64>>,
-    headers: Headers,
+    captured: Captured,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
 
-struct GrpcService {
-    spans: Store,
-    requests: Arc<Mutex<u64>>,
-    headers: Headers,
-}
+struct GrpcService(Captured);
 
 #[tonic::async_trait]
 impl TraceService for GrpcService {
@@ -129,124 +147,89 @@ impl TraceService for GrpcService {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let spans = flatten(request.get_ref());
-        {
-            let mut headers = self.headers.lock().unwrap_or_else(|e| e.into_inner());
-            for entry in request.metadata().iter() {
-                if let tonic::metadata::KeyAndValueRef::Ascii(key, value) = entry
-                    && let Ok(value) = value.to_str()
-                {
-                    headers.insert((key.as_str().to_ascii_lowercase(), value.to_owned()));
-                }
-            }
-        }
-        self.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(spans);
-        *self.requests.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let headers = request.metadata().iter().filter_map(|entry| match entry {
+            tonic::metadata::KeyAndValueRef::Ascii(key, value) => Some((
+                key.as_str().to_ascii_lowercase(),
+                value.to_str().ok()?.to_owned(),
+            )),
+            tonic::metadata::KeyAndValueRef::Binary(..) => None,
+        });
+        self.0.record(headers, request.get_ref());
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
     }
 }
 
+/// `POST /v1/traces` of OTLP/HTTP: protobuf bodies only.
+async fn http_export(
+    axum::extract::State(captured): axum::extract::State<Captured>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> (axum::http::StatusCode, Vec<u8>) {
+    let protobuf = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v == "application/x-protobuf");
+    if !protobuf {
+        return (axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE, Vec::new());
+    }
+    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+        return (axum::http::StatusCode::BAD_REQUEST, Vec::new());
+    };
+    captured.record(
+        headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))),
+        &request,
+    );
+    let response = ExportTraceServiceResponse {
+        partial_success: None,
+    };
+    (axum::http::StatusCode::OK, response.encode_to_vec())
+}
+
 impl OtlpReceiver {
     /// OTLP/gRPC on a free loopback port.
     pub async fn grpc() -> OtlpReceiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the receiver");
-        let addr = listener.local_addr().expect("receiver address");
-        let spans = Store::default();
-        let requests = Arc::new(Mutex::new(0));
-        let stop = CancellationToken::new();
-        let headers = Headers::default();
-        let service = TraceServiceServer::new(GrpcService {
-            spans: spans.clone(),
-            requests: requests.clone(),
-            headers: headers.clone(),
-        });
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
+        Self::serve(|listener, captured, stop| async move {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             let _ = tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, token.cancelled_owned())
+                .add_service(TraceServiceServer::new(GrpcService(captured)))
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                 .await;
-        });
-        OtlpReceiver {
-            addr,
-            spans,
-            requests,
-            headers,
-            stop,
-            task: Some(task),
-        }
+        })
+        .await
     }
 
     /// OTLP/HTTP with protobuf bodies (`POST /v1/traces`) on a free loopback port.
     pub async fn http() -> OtlpReceiver {
+        Self::serve(|listener, captured, stop| async move {
+            let app = axum::Router::new()
+                .route("/v1/traces", axum::routing::post(http_export))
+                .with_state(captured);
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        })
+        .await
+    }
+
+    /// Binds a free loopback port and runs `server` on it until the receiver is dropped.
+    async fn serve<F, Fut>(server: F) -> OtlpReceiver
+    where
+        F: FnOnce(tokio::net::TcpListener, Captured, CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the receiver");
         let addr = listener.local_addr().expect("receiver address");
-        let spans = Store::default();
-        let requests = Arc::new(Mutex::new(0));
+        let captured = Captured::default();
         let stop = CancellationToken::new();
-        let headers = Headers::default();
-        let state = (spans.clone(), requests.clone(), headers.clone());
-        let app = axum::Router::new()
-            .route(
-                "/v1/traces",
-                axum::routing::post(
-                    |axum::extract::State((spans, requests, seen)): axum::extract::State<(
-                        Store,
-                        Arc<Mutex<u64>>,
-                        Headers,
-                    )>,
-                     headers: axum::http::HeaderMap,
-                     body: axum::body::Bytes| async move {
-                        seen.lock().unwrap_or_else(|e| e.into_inner()).extend(
-                            headers.iter().filter_map(|(k, v)| {
-                                Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))
-                            }),
-                        );
-                        let protobuf = headers
-                            .get(axum::http::header::CONTENT_TYPE)
-                            .is_some_and(|v| v == "application/x-protobuf");
-                        if !protobuf {
-                            return (axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE, Vec::new());
-                        }
-                        match ExportTraceServiceRequest::decode(body) {
-                            Ok(request) => {
-                                spans
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .extend(flatten(&request));
-                                *requests.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                                let response = ExportTraceServiceResponse {
-                                    partial_success: None,
-                                };
-                                (axum::http::StatusCode::OK, response.encode_to_vec())
-                            }
-                            Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),
-                        }
-                    },
-                ),
-            )
-            .with_state(state);
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(token.cancelled_owned())
-                .await;
-        });
+        let task = tokio::spawn(server(listener, captured.clone(), stop.clone()));
         OtlpReceiver {
             addr,
-            spans,
-            requests,
-            headers,
+            captured,
             stop,
             task: Some(task),
         }
@@ -259,17 +242,26 @@ impl OtlpReceiver {
 
     /// Every span received so far.
     pub fn spans(&self) -> Vec<CapturedSpan> {
-        self.spans.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.captured
+            .spans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Export requests received so far.
     pub fn requests(&self) -> u64 {
-        *self.requests.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .captured
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether some request carried header (or gRPC metadata) `name: value`.
     pub fn saw_header(&self, name: &str, value: &str) -> bool {
-        self.headers
+        self.captured
+            .headers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(&(name.to_ascii_lowercase(), value.to_owned()))

@@ -70,18 +70,19 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
     let (code, _) = http_get(probes, "/healthz").await.unwrap();
     assert_eq!(code, 200);
 
+    // Ready does not wait for leadership (a standby replica is ready too): wait for the Lease.
     let leases = env.api::<Lease>("default");
-    let lease = leases
-        .get(sandbox_controller::args::LEASE_NAME)
-        .await
-        .unwrap();
-    assert!(
-        lease
-            .spec
-            .unwrap()
-            .holder_identity
-            .is_some_and(|h| !h.is_empty())
-    );
+    wait_for("the Lease names its holder", DEADLINE, || async {
+        leases
+            .get_opt(sandbox_controller::args::LEASE_NAME)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    })
+    .await;
 
     let sandboxes = env.sandboxes("default");
     sandboxes

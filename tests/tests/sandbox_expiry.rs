@@ -124,12 +124,7 @@ async fn extending_shutdown_time_revives_an_expired_sandbox() {
         .await
         .unwrap();
     wait_ready_reason(&sandboxes, "again", "SandboxExpired").await;
-    let mut sb = sandboxes.get("again").await.unwrap();
-    sb.spec.shutdown_time = None;
-    sandboxes
-        .replace("again", &PostParams::default(), &sb)
-        .await
-        .unwrap();
+    e2e_tests::update_sandbox(&sandboxes, "again", |sb| sb.spec.shutdown_time = None).await;
     wait_ready_reason(&sandboxes, "again", "DependenciesReady").await;
     env.stop().await;
 }

@@ -39,17 +39,15 @@ async fn a_pod_the_server_rejects_is_reported_and_does_not_block_others() {
     wait_ready_reason(&sandboxes, "fine", "DependenciesReady").await;
 
     // Fixing the spec recovers it.
-    let mut fixed = sandboxes.get("broken").await.unwrap();
-    fixed.spec.blueprint.pod_template.spec.containers =
-        vec![k8s_openapi::api::core::v1::Container {
-            name: "main".into(),
-            image: Some("busybox:1.36".into()),
-            ..Default::default()
-        }];
-    sandboxes
-        .replace("broken", &PostParams::default(), &fixed)
-        .await
-        .unwrap();
+    e2e_tests::update_sandbox(&sandboxes, "broken", |fixed| {
+        fixed.spec.blueprint.pod_template.spec.containers =
+            vec![k8s_openapi::api::core::v1::Container {
+                name: "main".into(),
+                image: Some("busybox:1.36".into()),
+                ..Default::default()
+            }];
+    })
+    .await;
     wait_ready_reason(&sandboxes, "broken", "DependenciesReady").await;
     env.stop().await;
 }

@@ -3,7 +3,7 @@
 
 use e2e_tests::{DEADLINE, Env, EnvOptions, condition, sandbox, wait_for, wait_ready_reason};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 #[tokio::test]
@@ -146,12 +146,20 @@ async fn service_false_removes_the_owned_service() {
         services.get_opt("svc").await.ok().flatten()
     })
     .await;
-    let mut sb = sandboxes.get("svc").await.unwrap();
-    sb.spec.blueprint.service = Some(false);
+    // A merge patch, as `kubectl patch` sends it: a read-modify-replace could lose the race
+    // with the controller's own writes to this Sandbox (409), which is not what is tested here.
     sandboxes
-        .replace("svc", &PostParams::default(), &sb)
+        .patch(
+            "svc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"service": false}})),
+        )
         .await
         .unwrap();
+    assert_eq!(
+        sandboxes.get("svc").await.unwrap().spec.blueprint.service,
+        Some(false)
+    );
     wait_for("service deleted", DEADLINE, || async {
         services
             .get_opt("svc")

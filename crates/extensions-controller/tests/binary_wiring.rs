@@ -72,17 +72,19 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
         http_get(probes, "/readyz").await.filter(|(c, _)| *c == 200)
     })
     .await;
-    let lease = Api::<Lease>::namespaced(env.client.clone(), "default")
-        .get(LEASE_NAME)
-        .await
-        .unwrap();
-    assert!(
-        lease
-            .spec
-            .unwrap()
-            .holder_identity
-            .is_some_and(|h| !h.is_empty())
-    );
+    // Ready does not wait for leadership (a standby replica is ready too): wait for the Lease.
+    let leases = Api::<Lease>::namespaced(env.client.clone(), "default");
+    wait_for("the Lease names its holder", DEADLINE, || async {
+        leases
+            .get_opt(LEASE_NAME)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    })
+    .await;
 
     // A claim using the configured domain is served (cold, from an empty pool).
     let pp = Default::default();

@@ -623,6 +623,7 @@ async fn events_are_published_unless_disabled() {
     for events in [true, false] {
         let api = FakeApi::new();
         let ctl = start_controller_with_events(&api, events);
+        // Creating a Sandbox publishes nothing (as the reference); expiring it does.
         api.apply("sandboxes", sandbox("ev", json!({})));
         wait_for("pod", || api.get("pods", NS, "ev")).await;
         wait_for("annotation", || {
@@ -631,9 +632,19 @@ async fn events_are_published_unless_disabled() {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(api.event_writes(), 0, "no event for a Pod creation");
+        api.apply(
+            "sandboxes",
+            sandbox("ev", json!({"shutdownTime": "2020-01-01T00:00:00Z"})),
+        );
+        wait_for("expired", || {
+            (ready_reason(&api, "ev").as_deref() == Some("SandboxExpired")).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let published = api.event_writes();
         if events {
-            assert!(published >= 1, "a PodCreated event");
+            assert!(published >= 1, "a SandboxExpired event");
         } else {
             assert_eq!(published, 0, "--disable-sandbox-events publishes nothing");
         }

@@ -344,14 +344,8 @@ async fn create_pod(
         Ok(created) => {
             crate::tracing_context::pod_created(sandbox);
             tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
-            ctx.event(
-                sandbox,
-                EventType::Normal,
-                "PodCreated",
-                "CreatePod",
-                format!("Created pod {sandbox_name}"),
-            )
-            .await;
+            // No Event here, as in the reference: a creation is the normal path and an Event
+            // would cost one API write per Sandbox (the Pod itself is the record).
             set_annotation_to(sandbox, annotation, &sandbox_name);
             PodOutcome {
                 pod: Some(created),

@@ -331,19 +331,10 @@ pub fn builtin_columns(kind: &str) -> Vec<Column> {
                 Value::from(int(o, "/status/availableReplicas"))
             }),
             age(),
-            computed("Containers", "string", "Container names.", 1, |o, _| {
-                Value::String(join_field(arr(o, "/spec/template/spec/containers"), "name"))
-            }),
-            computed("Images", "string", "Container images.", 1, |o, _| {
-                Value::String(join_field(
-                    arr(o, "/spec/template/spec/containers"),
-                    "image",
-                ))
-            }),
-            computed("Selector", "string", "The pod selector.", 1, |o, _| {
-                or_none(format_label_selector(ptr(o, "/spec/selector")))
-            }),
-        ],
+        ]
+        .into_iter()
+        .chain(pod_template_wide_columns())
+        .collect(),
         "Node" => vec![
             name,
             computed("Status", "string", "The node's readiness.", 0, node_status),
@@ -400,19 +391,10 @@ pub fn builtin_columns(kind: &str) -> Vec<Column> {
                 Value::from(int(o, "/status/readyReplicas"))
             }),
             age(),
-            computed("Containers", "string", "Container names.", 1, |o, _| {
-                Value::String(join_field(arr(o, "/spec/template/spec/containers"), "name"))
-            }),
-            computed("Images", "string", "Container images.", 1, |o, _| {
-                Value::String(join_field(
-                    arr(o, "/spec/template/spec/containers"),
-                    "image",
-                ))
-            }),
-            computed("Selector", "string", "The pod selector.", 1, |o, _| {
-                or_none(format_label_selector(ptr(o, "/spec/selector")))
-            }),
-        ],
+        ]
+        .into_iter()
+        .chain(pod_template_wide_columns())
+        .collect(),
         "RoleBinding" | "ClusterRoleBinding" => vec![
             name,
             computed("Role", "string", "The bound role.", 0, |o, _| {
@@ -453,6 +435,24 @@ impl IfEmpty for String {
             self
         }
     }
+}
+
+/// The `-o wide` columns of a workload with a Pod template (Deployment, ReplicaSet).
+fn pod_template_wide_columns() -> [Column; 3] {
+    [
+        computed("Containers", "string", "Container names.", 1, |o, _| {
+            Value::String(join_field(arr(o, "/spec/template/spec/containers"), "name"))
+        }),
+        computed("Images", "string", "Container images.", 1, |o, _| {
+            Value::String(join_field(
+                arr(o, "/spec/template/spec/containers"),
+                "image",
+            ))
+        }),
+        computed("Selector", "string", "The pod selector.", 1, |o, _| {
+            or_none(format_label_selector(ptr(o, "/spec/selector")))
+        }),
+    ]
 }
 
 fn int(obj: &Value, p: &str) -> i64 {

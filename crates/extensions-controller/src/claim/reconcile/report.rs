@@ -92,11 +92,12 @@ impl Pass<'_> {
         if first_time {
             self.record_latencies(&annotations, sandbox, first_seen, ready_at);
         }
-        // `claim-to-bound` ends at this write; after a restart that missed the transition, at
-        // the stored Ready transition time (only while the first-ready annotation marks which
+        // `claim-to-bound` ends when Ready was stored (the instant `claim-first-ready-at`
+        // records); after a restart that missed the transition, at the stored Ready transition
+        // time (only while the first-ready annotation marks which
         // claims were already reported, else every restart would report them all again).
         let bound_at = if first_time {
-            Some(self.now)
+            Some(ready_at)
         } else if self.ctx.claim.settings.observability_annotations {
             find_condition(&new.conditions, READY).map(|c| c.last_transition_time.0)
         } else {
