@@ -73,6 +73,15 @@ impl Error {
         }
     }
 
+    /// What the failed pass was doing (the API action, else the error kind), without the
+    /// server's message: the retry backoff escalates only while the same step keeps failing.
+    pub fn retry_step(&self) -> &str {
+        match self {
+            Error::Api { action, .. } => action,
+            other => other.metric_label(),
+        }
+    }
+
     /// Retry delay for a failed reconcile: short for contention, longer for server pressure.
     pub fn base_backoff(&self) -> Duration {
         match self.metric_label() {

@@ -6,6 +6,7 @@
 //! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
 pub mod args;
 pub mod cached_pod;
+pub mod cached_sandbox;
 pub mod coalesce;
 pub mod context;
 pub mod controller;

@@ -26,6 +26,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field};
 
+use crate::cached_sandbox::CachedSandbox;
 use crate::context::Context;
 
 /// How long a Sandbox whose Pod is not Ready waits for an event before it is looked at again.
@@ -45,8 +46,9 @@ use crate::status::{self, Expiry, Observation, ObservedPod, reason};
 pub use pod_step::PodOutcome;
 
 /// Entry point called by the kube-runtime controller.
-pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(cached: Arc<CachedSandbox>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let sandbox = cached.to_sandbox();
     let _worker = ctx.metrics.worker_started();
     let span = tracing::info_span!(
         "ReconcileSandbox",
@@ -56,7 +58,7 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
     );
     crate::tracing_context::attach_parent(&span, &sandbox);
     let result = reconcile_sandbox(&sandbox, &ctx).instrument(span).await;
-    let key = ObjectRef::from_obj(sandbox.as_ref());
+    let key = ObjectRef::from_obj(&sandbox);
     let label = match &result {
         Ok(_) => {
             ctx.reset_backoff(&key);
@@ -74,8 +76,8 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
 
 /// Retry policy for a failed reconcile: exponential per Sandbox, starting from the error kind's
 /// base delay, capped at five minutes, and never later than the Sandbox's `shutdownTime`.
-pub fn error_policy(sandbox: Arc<Sandbox>, err: &Error, ctx: Arc<Context>) -> Action {
-    let backoff = ctx.next_backoff(ObjectRef::from_obj(sandbox.as_ref()), err.base_backoff());
+pub fn error_policy(sandbox: Arc<CachedSandbox>, err: &Error, ctx: Arc<Context>) -> Action {
+    let backoff = ctx.next_backoff(sandbox.object_ref(), err.retry_step(), err.base_backoff());
     let delay = match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), Timestamp::now()) {
         Expiry::In(until_expiry) => backoff.min(until_expiry),
         _ => backoff,

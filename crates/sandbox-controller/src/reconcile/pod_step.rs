@@ -298,40 +298,25 @@ async fn create_pod(
 ) -> PodOutcome {
     let sandbox_name = sandbox.name_any();
     let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
-    // The cache keeps the template's spec only when it is needed on every pass (see
-    // `controller::slim_sandbox`); a create reads the whole Sandbox first.
-    let full;
-    let template_source = if sandbox
-        .spec
-        .blueprint
-        .pod_template
-        .spec
-        .containers
-        .is_empty()
-    {
-        let api: Api<Sandbox> =
-            Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
-        match api.get_opt(&sandbox_name).await {
-            Ok(Some(read)) if read.uid() == sandbox.uid() => {
-                full = read;
-                &full
-            }
-            // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
-            Ok(_) => return PodOutcome::default(),
-            Err(err) => {
-                return PodOutcome {
-                    error: Some(Error::api(
-                        format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
-                        err,
-                    )),
-                    ..Default::default()
-                };
-            }
+    // The cache keeps no more of the template's spec than the Service's ports (see
+    // `cached_sandbox`): a create reads the whole Sandbox first.
+    let api: Api<Sandbox> =
+        Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
+    let full = match api.get_opt(&sandbox_name).await {
+        Ok(Some(read)) if read.uid() == sandbox.uid() => read,
+        // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
+        Ok(_) => return PodOutcome::default(),
+        Err(err) => {
+            return PodOutcome {
+                error: Some(Error::api(
+                    format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
+                    err,
+                )),
+                ..Default::default()
+            };
         }
-    } else {
-        sandbox
     };
-    let pod = desired_pod(template_source, hash, owner);
+    let pod = desired_pod(&full, hash, owner);
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
