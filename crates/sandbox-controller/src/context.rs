@@ -468,6 +468,20 @@ mod memory_tests {
     }
 
     #[tokio::test]
+    async fn seven_server_errors_in_a_row_at_one_step_cost_well_under_a_minute() {
+        let sb = sandbox("unlucky");
+        let ctx = context(&[&sb]);
+        let key = ObjectRef::from_obj(&sb);
+        let mut status = kube::core::Status::failure("injected", "InternalError");
+        status.code = 500;
+        let err = crate::Error::api("create pod \"unlucky\"", kube::Error::Api(Box::new(status)));
+        let total: Duration = (0..7)
+            .map(|_| ctx.next_backoff(key.clone(), err.retry_step(), err.base_backoff()))
+            .sum();
+        assert!(total <= Duration::from_secs(13), "{total:?}");
+    }
+
+    #[tokio::test]
     async fn remembered_writes_are_dropped_once_the_cache_holds_them() {
         let mut caught_up = sandbox("caught-up");
         caught_up.metadata.resource_version = Some("20".into());
