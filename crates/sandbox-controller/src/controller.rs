@@ -51,6 +51,12 @@ impl Default for ControllerOptions {
     }
 }
 
+/// Objects per page of a watcher's (re)list. kube's default is 500: a page of Pods is then a
+/// response body of megabytes, parsed and freed once per page at every start. At 10,000
+/// Sandboxes, 250 took the RSS right after a restart from ~102 to 92-97 MiB with restart →
+/// ready at 3.3-4.1 s (two runs); 100 went further on memory but took 5.7 s to be ready (one run).
+const LIST_PAGE_SIZE: u32 = 250;
+
 /// A built, not yet running, Sandbox controller.
 pub struct SandboxController {
     client: Client,
@@ -125,9 +131,11 @@ impl SandboxController {
             metrics,
         } = self;
         let child_config = if options.label_scoped_cache {
-            watcher::Config::default().labels(NAME_HASH_LABEL)
-        } else {
             watcher::Config::default()
+                .page_size(LIST_PAGE_SIZE)
+                .labels(NAME_HASH_LABEL)
+        } else {
+            watcher::Config::default().page_size(LIST_PAGE_SIZE)
         };
 
         // Every trigger is emitted only once the store it came from reflects it (a relist's
@@ -137,7 +145,7 @@ impl SandboxController {
         let sandbox_stream = settled(
             watcher(
                 Api::<CachedSandbox>::all(client.clone()),
-                watcher::Config::default(),
+                watcher::Config::default().page_size(LIST_PAGE_SIZE),
             )
             .default_backoff()
             .modify(CachedSandbox::slim)
@@ -178,7 +186,7 @@ impl SandboxController {
         let pvc_stream = settled(
             watcher(
                 Api::<PersistentVolumeClaim>::all(client.clone()),
-                watcher::Config::default(),
+                watcher::Config::default().page_size(LIST_PAGE_SIZE),
             )
             .default_backoff()
             .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
