@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -13,9 +14,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
 use crate::cached_pod::CachedPod;
+use crate::cached_sandbox::CachedSandbox;
 use crate::coalesce::ProgressHolds;
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
+use crate::pod_index::PodIndex;
 
 /// Field manager recorded on the objects this controller creates.
 pub const FIELD_MANAGER: &str = "sandbox-controller";
@@ -45,8 +48,11 @@ impl Default for Settings {
 /// The reflector stores the reconciler reads from.
 #[derive(Clone)]
 pub struct Stores {
-    pub sandboxes: Store<Sandbox>,
+    /// Compact Sandboxes (see `cached_sandbox`).
+    pub sandboxes: Store<CachedSandbox>,
     pub pods: Store<CachedPod>,
+    /// The Pods of `pods` by controlling owner UID (fed the same watch events).
+    pub pod_index: PodIndex,
     pub services: Store<Service>,
     pub pvcs: Store<PersistentVolumeClaim>,
 }
@@ -57,8 +63,8 @@ pub struct Context {
     pub settings: Settings,
     pub metrics: Metrics,
     pub recorder: Option<Recorder>,
-    /// Consecutive failures per Sandbox, for exponential retry backoff.
-    failures: Mutex<HashMap<ObjectRef<Sandbox>, u32>>,
+    /// Consecutive failures per Sandbox at one step (hashed), for exponential retry backoff.
+    failures: Mutex<HashMap<ObjectRef<Sandbox>, (u32, u64)>>,
     /// Sandboxes whose creation latency was already recorded by this process.
     latency_recorded: Mutex<HashSet<String>>,
     /// The last status this process wrote per Sandbox, with the resourceVersion the write
@@ -101,11 +107,23 @@ impl Context {
         }
     }
 
-    /// The delay before retrying a Sandbox that failed `base`-style, doubling per consecutive
-    /// failure up to [`MAX_BACKOFF`].
-    pub fn next_backoff(&self, key: ObjectRef<Sandbox>, base: Duration) -> Duration {
+    /// The delay before retrying a Sandbox whose pass failed at `step` (what it was doing, see
+    /// [`crate::Error::retry_step`]): `base`, doubling per consecutive failure *at the same step*
+    /// up to [`MAX_BACKOFF`]. A failure at another step means the pass got past the previous one
+    /// (progress), so the count starts again: independent transient errors at successive steps
+    /// (a 500 on the Pod create, then a 429 on the status write) do not escalate to a minute-long
+    /// wait, while a step that keeps failing backs off as before.
+    pub fn next_backoff(&self, key: ObjectRef<Sandbox>, step: &str, base: Duration) -> Duration {
+        let step = {
+            let mut h = DefaultHasher::new();
+            step.hash(&mut h);
+            h.finish()
+        };
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(key).or_insert(0);
+        let (n, last_step) = failures.entry(key).or_insert((0, step));
+        if *last_step != step {
+            (*n, *last_step) = (0, step);
+        }
         *n = n.saturating_add(1);
         let factor = 2u32.saturating_pow((*n - 1).min(16));
         base.saturating_mul(factor).min(MAX_BACKOFF)
@@ -235,20 +253,14 @@ impl Context {
     /// reach the reconciler, so their entries would otherwise stay forever).
     pub fn prune_departed(&self) {
         let live = self.stores.sandboxes.state();
-        let keys: HashSet<ObjectRef<Sandbox>> = live
-            .iter()
-            .map(|s| ObjectRef::from_obj(s.as_ref()))
-            .collect();
+        let keys: HashSet<ObjectRef<Sandbox>> = live.iter().map(|s| s.object_ref()).collect();
         let uids: HashSet<String> = live.iter().filter_map(|s| s.metadata.uid.clone()).collect();
         // A remembered write is dropped once the cache holds it (or something newer).
         let cached_rv: HashMap<ObjectRef<Sandbox>, Option<u64>> = live
             .iter()
             .map(|s| {
                 let rv = s.metadata.resource_version.as_deref();
-                (
-                    ObjectRef::from_obj(s.as_ref()),
-                    rv.and_then(|rv| rv.parse().ok()),
-                )
+                (s.object_ref(), rv.and_then(|rv| rv.parse().ok()))
             })
             .collect();
         let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| match cached_rv.get(k) {
@@ -370,9 +382,9 @@ mod memory_tests {
     }
 
     fn context(live: &[&Sandbox]) -> Context {
-        let (sandboxes, mut writer) = kube::runtime::reflector::store::<Sandbox>();
+        let (sandboxes, mut writer) = kube::runtime::reflector::store::<CachedSandbox>();
         for sb in live {
-            writer.apply_watcher_event(&watcher::Event::Apply((*sb).clone()));
+            writer.apply_watcher_event(&watcher::Event::Apply(CachedSandbox::from_sandbox(sb)));
         }
         let (pods, _) = kube::runtime::reflector::store();
         let (services, _) = kube::runtime::reflector::store();
@@ -387,6 +399,7 @@ mod memory_tests {
             Stores {
                 sandboxes,
                 pods,
+                pod_index: PodIndex::default(),
                 services,
                 pvcs,
             },
@@ -402,7 +415,11 @@ mod memory_tests {
         let ctx = context(&[&live]);
         for sb in [&live, &gone] {
             ctx.remember_written(sb, Some("5"), SandboxStatus::default());
-            ctx.next_backoff(ObjectRef::from_obj(sb), Duration::from_millis(5));
+            ctx.next_backoff(
+                ObjectRef::from_obj(sb),
+                "create pod",
+                Duration::from_millis(5),
+            );
             ctx.first_ready(sb.metadata.uid.as_deref().unwrap());
         }
         assert_eq!(ctx.remembered(), 6);
@@ -417,15 +434,51 @@ mod memory_tests {
         let key = ObjectRef::from_obj(&sb);
         let base = Duration::from_millis(100);
         let delays: Vec<Duration> = (0..4)
-            .map(|_| ctx.next_backoff(key.clone(), base))
+            .map(|_| ctx.next_backoff(key.clone(), "update status", base))
             .collect();
         assert_eq!(delays, [100, 200, 400, 800].map(Duration::from_millis));
         for _ in 0..30 {
-            ctx.next_backoff(key.clone(), base);
+            ctx.next_backoff(key.clone(), "update status", base);
         }
-        assert_eq!(ctx.next_backoff(key.clone(), base), MAX_BACKOFF);
+        assert_eq!(
+            ctx.next_backoff(key.clone(), "update status", base),
+            MAX_BACKOFF
+        );
         ctx.reset_backoff(&key);
-        assert_eq!(ctx.next_backoff(key, base), base);
+        assert_eq!(ctx.next_backoff(key, "update status", base), base);
+    }
+
+    #[tokio::test]
+    async fn a_failure_at_another_step_starts_the_backoff_again() {
+        let sb = sandbox("unlucky");
+        let ctx = context(&[&sb]);
+        let key = ObjectRef::from_obj(&sb);
+        let base = Duration::from_secs(1);
+        let delays: Vec<Duration> = [
+            "create pod",
+            "create pod",
+            "create service",
+            "update status",
+        ]
+        .iter()
+        .chain(["update status"; 3].iter())
+        .map(|step| ctx.next_backoff(key.clone(), step, base))
+        .collect();
+        assert_eq!(delays, [1, 2, 1, 1, 2, 4, 8].map(Duration::from_secs));
+    }
+
+    #[tokio::test]
+    async fn seven_server_errors_in_a_row_at_one_step_cost_well_under_a_minute() {
+        let sb = sandbox("unlucky");
+        let ctx = context(&[&sb]);
+        let key = ObjectRef::from_obj(&sb);
+        let mut status = kube::core::Status::failure("injected", "InternalError");
+        status.code = 500;
+        let err = crate::Error::api("create pod \"unlucky\"", kube::Error::Api(Box::new(status)));
+        let total: Duration = (0..7)
+            .map(|_| ctx.next_backoff(key.clone(), err.retry_step(), err.base_backoff()))
+            .sum();
+        assert!(total <= Duration::from_secs(13), "{total:?}");
     }
 
     #[tokio::test]

@@ -73,11 +73,24 @@ impl Error {
         }
     }
 
-    /// Retry delay for a failed reconcile: short for contention, longer for server pressure.
+    /// What the failed pass was doing (the API action, else the error kind), without the
+    /// server's message: the retry backoff escalates only while the same step keeps failing.
+    pub fn retry_step(&self) -> &str {
+        match self {
+            Error::Api { action, .. } => action,
+            other => other.metric_label(),
+        }
+    }
+
+    /// First retry delay for a failed reconcile (it doubles while the same step keeps failing):
+    /// shortest for contention, then transient server trouble, then what needs someone else to
+    /// act. The reference starts every retry at 5 ms; 100 ms for 429/5xx still spaces the first
+    /// retries of an overloaded server while a run of independent transient errors (seven 500s
+    /// in a row on one create) costs 12.7 s in total, not the 127 s a 1 s start did.
     pub fn base_backoff(&self) -> Duration {
         match self.metric_label() {
             "conflict" => Duration::from_millis(50),
-            "throttled" | "server_error" | "transport" => Duration::from_secs(1),
+            "throttled" | "server_error" | "transport" => Duration::from_millis(100),
             _ => Duration::from_millis(200),
         }
     }
@@ -89,3 +102,27 @@ pub fn is_status(err: &kube::Error, code: u16) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> Error {
+        let mut status = kube::core::Status::failure("injected", "InternalError");
+        status.code = code;
+        Error::api("create pod \"sb\"", kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn transient_server_errors_are_retried_sooner_than_conditions_others_must_fix() {
+        let conflict = api_error(409).base_backoff();
+        let transient = [api_error(500), api_error(503), api_error(429)].map(|e| e.base_backoff());
+        let other = api_error(403).base_backoff();
+        assert!(transient.iter().all(|t| conflict <= *t && *t < other));
+        assert_eq!(api_error(500).retry_step(), "create pod \"sb\"");
+        assert_eq!(
+            Error::MultiplePods { count: 2 }.retry_step(),
+            "multiple_pods"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
 pub mod args;
 pub mod cached_pod;
+pub mod cached_sandbox;
 pub mod coalesce;
 pub mod context;
 pub mod controller;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod keys;
 pub mod metrics;
 pub mod ownership;
+pub mod pod_index;
 pub mod reconcile;
 pub mod status;
 pub mod tracing_context;

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use api_types::Sandbox;
+use api_types::{Sandbox, SandboxStatus};
 use controller_common::metrics::{ExemplarHistogram, current_trace_exemplar};
-use kube::ResourceExt;
 use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::cached_sandbox::CachedSandbox;
 use crate::desired::pod::normalize_created_by;
 use crate::keys::{CREATED_BY_LABEL, EXTENSIONS_GROUP, LAUNCH_TYPE_LABEL, TEMPLATE_REF_ANNOTATION};
 use crate::status::{self, reason};
@@ -98,7 +99,7 @@ pub struct Metrics {
 impl Metrics {
     /// Creates the handles and registers them (and the `agent_sandboxes` collector over `store`,
     /// and the build-info gauge) in `registry`.
-    pub fn register(registry: &mut Registry, store: Option<Store<Sandbox>>) -> Self {
+    pub fn register(registry: &mut Registry, store: Option<Store<CachedSandbox>>) -> Self {
         let m = Metrics {
             creation_latency_ms: Family::new_with_constructor(creation_histogram),
             reconcile_total: Family::default(),
@@ -214,8 +215,25 @@ impl Drop for WorkerGuard {
     }
 }
 
+/// A Sandbox as the metrics read it: its metadata and status (the full object or the cached one).
+pub trait SandboxView: Resource {
+    fn sandbox_status(&self) -> Option<&SandboxStatus>;
+}
+
+impl SandboxView for Sandbox {
+    fn sandbox_status(&self) -> Option<&SandboxStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl SandboxView for CachedSandbox {
+    fn sandbox_status(&self) -> Option<&SandboxStatus> {
+        self.status.as_ref()
+    }
+}
+
 /// `warm` when the Sandbox is labelled so, else `cold`.
-pub fn launch_type(sandbox: &Sandbox) -> &'static str {
+pub fn launch_type(sandbox: &impl Resource) -> &'static str {
     if sandbox.labels().get(LAUNCH_TYPE_LABEL).map(String::as_str) == Some("warm") {
         "warm"
     } else {
@@ -224,7 +242,7 @@ pub fn launch_type(sandbox: &Sandbox) -> &'static str {
 }
 
 /// The template annotation, else `unknown`.
-pub fn sandbox_template(sandbox: &Sandbox) -> String {
+pub fn sandbox_template(sandbox: &impl Resource) -> String {
     sandbox
         .annotations()
         .get(TEMPLATE_REF_ANNOTATION)
@@ -234,11 +252,12 @@ pub fn sandbox_template(sandbox: &Sandbox) -> String {
 }
 
 /// The series a Sandbox counts toward in `agent_sandboxes`.
-pub fn sandbox_labels(sandbox: &Sandbox) -> SandboxLabels {
-    let status = sandbox.status.clone().unwrap_or_default();
-    let ready = status::ready_condition_of(&status);
+pub fn sandbox_labels(sandbox: &impl SandboxView) -> SandboxLabels {
+    let ready = sandbox
+        .sandbox_status()
+        .and_then(status::ready_condition_of);
     let owned_by = sandbox
-        .metadata
+        .meta()
         .owner_references
         .iter()
         .flatten()
@@ -265,8 +284,8 @@ pub fn sandbox_labels(sandbox: &Sandbox) -> SandboxLabels {
 }
 
 /// Counts Sandboxes per label combination; combinations with none are absent.
-pub fn count_sandboxes<'a>(
-    sandboxes: impl IntoIterator<Item = &'a Sandbox>,
+pub fn count_sandboxes<'a, S: SandboxView + 'a>(
+    sandboxes: impl IntoIterator<Item = &'a S>,
 ) -> BTreeMap<SandboxLabels, i64> {
     let mut counts = BTreeMap::new();
     for sb in sandboxes {
@@ -277,7 +296,7 @@ pub fn count_sandboxes<'a>(
 
 /// `agent_sandboxes`, computed on each scrape from the reflector's in-memory store (no API call).
 struct SandboxCollector {
-    store: Store<Sandbox>,
+    store: Store<CachedSandbox>,
 }
 
 impl std::fmt::Debug for SandboxCollector {

@@ -26,6 +26,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field};
 
+use crate::cached_sandbox::CachedSandbox;
 use crate::context::Context;
 
 /// How long a Sandbox whose Pod is not Ready waits for an event before it is looked at again.
@@ -39,13 +40,15 @@ use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
 use crate::ownership::Ownership;
+use crate::pod_index::owned_pods;
 use crate::status::{self, Expiry, Observation, ObservedPod, reason};
 
 pub use pod_step::PodOutcome;
 
 /// Entry point called by the kube-runtime controller.
-pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(cached: Arc<CachedSandbox>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let sandbox = cached.to_sandbox();
     let _worker = ctx.metrics.worker_started();
     let span = tracing::info_span!(
         "ReconcileSandbox",
@@ -55,7 +58,7 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
     );
     crate::tracing_context::attach_parent(&span, &sandbox);
     let result = reconcile_sandbox(&sandbox, &ctx).instrument(span).await;
-    let key = ObjectRef::from_obj(sandbox.as_ref());
+    let key = ObjectRef::from_obj(&sandbox);
     let label = match &result {
         Ok(_) => {
             ctx.reset_backoff(&key);
@@ -73,8 +76,8 @@ pub async fn reconcile(sandbox: Arc<Sandbox>, ctx: Arc<Context>) -> Result<Actio
 
 /// Retry policy for a failed reconcile: exponential per Sandbox, starting from the error kind's
 /// base delay, capped at five minutes, and never later than the Sandbox's `shutdownTime`.
-pub fn error_policy(sandbox: Arc<Sandbox>, err: &Error, ctx: Arc<Context>) -> Action {
-    let backoff = ctx.next_backoff(ObjectRef::from_obj(sandbox.as_ref()), err.base_backoff());
+pub fn error_policy(sandbox: Arc<CachedSandbox>, err: &Error, ctx: Arc<Context>) -> Action {
+    let backoff = ctx.next_backoff(sandbox.object_ref(), err.retry_step(), err.base_backoff());
     let delay = match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), Timestamp::now()) {
         Expiry::In(until_expiry) => backoff.min(until_expiry),
         _ => backoff,
@@ -431,11 +434,8 @@ async fn delete_owned_children(sandbox: &Sandbox, ctx: &Context) -> Result<(), E
     let ns = sandbox.namespace().unwrap_or_default();
     let uid = sandbox.uid().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    for pod in ctx.stores.pods.state() {
-        if pod.namespace().as_deref() != Some(ns.as_str())
-            || !Ownership::of(&pod.metadata, &uid).is_owned()
-            || pod.metadata.deletion_timestamp.is_some()
-        {
+    for pod in owned_pods(&ctx.stores.pod_index, &ctx.stores.pods, &ns, &uid, None) {
+        if pod.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let name = pod.name_any();

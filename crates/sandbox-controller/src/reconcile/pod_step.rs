@@ -15,10 +15,11 @@ use tracing::Instrument;
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
 use crate::error::{Error, is_status};
-use crate::keys::{NAME_HASH_LABEL, POD_NAME_ANNOTATION};
+use crate::keys::POD_NAME_ANNOTATION;
 use crate::ownership::{
     Ownership, adopted_owner_refs, controller_ref, describe_owner, is_adoptable,
 };
+use crate::pod_index::owned_pods;
 
 /// What the Pod step settled on.
 #[derive(Debug, Default)]
@@ -85,18 +86,17 @@ async fn pod_pass(
     let has_annotation = sandbox.annotations().contains_key(POD_NAME_ANNOTATION);
 
     // Owned candidates: same namespace, controlled by our UID (a label alone proves nothing).
-    let mut owned: Vec<Pod> = ctx
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(ns.as_str())
-                && p.labels().get(NAME_HASH_LABEL).map(String::as_str) == Some(hash)
-                && Ownership::of(&p.metadata, &uid).is_owned()
-        })
-        .map(|p| p.to_pod())
-        .collect();
+    // Found through the owner-UID index, not by scanning every cached Pod.
+    let mut owned: Vec<Pod> = owned_pods(
+        &ctx.stores.pod_index,
+        &ctx.stores.pods,
+        &ns,
+        &uid,
+        Some(hash),
+    )
+    .into_iter()
+    .map(|p| p.to_pod())
+    .collect();
 
     let target = target_pod_name(sandbox);
     // An annotation naming the Sandbox itself (pool members get it at creation) points where
@@ -302,40 +302,25 @@ async fn create_pod(
 ) -> PodOutcome {
     let sandbox_name = sandbox.name_any();
     let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
-    // The cache keeps the template's spec only when it is needed on every pass (see
-    // `controller::slim_sandbox`); a create reads the whole Sandbox first.
-    let full;
-    let template_source = if sandbox
-        .spec
-        .blueprint
-        .pod_template
-        .spec
-        .containers
-        .is_empty()
-    {
-        let api: Api<Sandbox> =
-            Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
-        match api.get_opt(&sandbox_name).await {
-            Ok(Some(read)) if read.uid() == sandbox.uid() => {
-                full = read;
-                &full
-            }
-            // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
-            Ok(_) => return PodOutcome::default(),
-            Err(err) => {
-                return PodOutcome {
-                    error: Some(Error::api(
-                        format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
-                        err,
-                    )),
-                    ..Default::default()
-                };
-            }
+    // The cache keeps no more of the template's spec than the Service's ports (see
+    // `cached_sandbox`): a create reads the whole Sandbox first.
+    let api: Api<Sandbox> =
+        Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
+    let full = match api.get_opt(&sandbox_name).await {
+        Ok(Some(read)) if read.uid() == sandbox.uid() => read,
+        // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
+        Ok(_) => return PodOutcome::default(),
+        Err(err) => {
+            return PodOutcome {
+                error: Some(Error::api(
+                    format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
+                    err,
+                )),
+                ..Default::default()
+            };
         }
-    } else {
-        sandbox
     };
-    let pod = desired_pod(template_source, hash, owner);
+    let pod = desired_pod(&full, hash, owner);
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
