@@ -46,16 +46,21 @@ impl Pass<'_> {
             uid: pool.metadata.uid.as_deref(),
         };
         let stores = &self.ctx.stores;
-        let ordered = tracing::info_span!("selectCandidate", warmpool.name = pool_ref.name)
-            .in_scope(|| {
-                choose(
-                    &stores.sandboxes,
-                    &stores.sandbox_index,
-                    &pool_ref,
-                    2 * MAX_ADOPTION_ATTEMPTS,
-                    &skip,
-                )
-            });
+        let select = tracing::info_span!(
+            "selectCandidate",
+            warmpool.name = pool_ref.name,
+            candidates = tracing::field::Empty,
+        );
+        let ordered = select.in_scope(|| {
+            choose(
+                &stores.sandboxes,
+                &stores.sandbox_index,
+                &pool_ref,
+                2 * MAX_ADOPTION_ATTEMPTS,
+                &skip,
+            )
+        });
+        select.record("candidates", ordered.len());
         let mut attempts = 0;
         for candidate in ordered {
             if attempts >= MAX_ADOPTION_ATTEMPTS {
