@@ -141,7 +141,13 @@ fn collect_dependents_of_deleted(state: &SharedState, owner_uid: &str) {
 /// Objects whose every owner is missing are deleted (an owner deleted before the dependent was
 /// indexed, or a reference to an object that never existed).
 fn sweep_dangling(state: &SharedState) {
-    for (key, obj) in state.store.owned_objects() {
+    for key in state.store.with_missing_owner() {
+        let Some(obj) = state
+            .store
+            .get(&key.group_resource, &key.namespace, &key.name)
+        else {
+            continue;
+        };
         if obj.pointer("/metadata/deletionTimestamp").is_some() {
             continue;
         }

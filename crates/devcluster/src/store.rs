@@ -363,23 +363,21 @@ impl Store {
         out
     }
 
-    /// Every object that has ownerReferences (for the garbage collector's sweep).
-    pub fn owned_objects(&self) -> Vec<(ObjectKey, Arc<Value>)> {
+    /// Objects naming at least one owner UID that no stored object has (for the garbage
+    /// collector's sweep), sorted. One pass over the owner index under the lock: the sweep runs
+    /// twice a second, and cloning and sorting every owned object there held the lock (and every
+    /// write) for the length of a scan of the whole cluster.
+    pub fn with_missing_owner(&self) -> Vec<ObjectKey> {
         let inner = self.lock();
-        let mut out = Vec::new();
-        for keys in inner.dependents.values() {
-            for k in keys {
-                if let Some(o) = inner
-                    .objects
-                    .get(&k.group_resource)
-                    .and_then(|m| m.get(&(k.namespace.clone(), k.name.clone())))
-                {
-                    out.push((k.clone(), o.clone()));
-                }
-            }
-        }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out.dedup_by(|a, b| a.0 == b.0);
+        let mut out: Vec<ObjectKey> = inner
+            .dependents
+            .iter()
+            .filter(|(owner, _)| !inner.uids.contains_key(*owner))
+            .flat_map(|(_, keys)| keys.iter().cloned())
+            .collect();
+        drop(inner);
+        out.sort();
+        out.dedup();
         out
     }
 
@@ -551,5 +549,28 @@ mod tests {
         }
         let (start, _rx) = store.watch("configmaps", None, Some(1));
         assert!(matches!(start, WatchStart::Expired { .. }));
+    }
+
+    #[test]
+    fn objects_with_a_missing_owner_are_found_until_the_owner_exists() {
+        let store = Store::new(100, 100);
+        let owned = |name: &str, owners: &[&str]| {
+            let refs: Vec<_> = owners.iter().map(|uid| json!({"uid": uid})).collect();
+            store
+                .write::<()>("configmaps", "default", name, |_, _| {
+                    Ok(WriteOp::Put(json!({"metadata": {
+                        "name": name, "namespace": "default", "uid": format!("u-{name}"),
+                        "ownerReferences": refs,
+                    }})))
+                })
+                .unwrap();
+        };
+        owned("orphan", &["u-owner"]);
+        owned("half", &["u-owner", "u-orphan"]);
+        owned("kept", &["u-orphan"]);
+        let names = |keys: Vec<ObjectKey>| keys.into_iter().map(|k| k.name).collect::<Vec<_>>();
+        assert_eq!(names(store.with_missing_owner()), ["half", "orphan"]);
+        put(&store, "owner", "1");
+        assert!(store.with_missing_owner().is_empty());
     }
 }

@@ -14,6 +14,7 @@
 //! [`controller_common::Runtime`] (tests build one around their own client).
 
 pub mod args;
+pub mod candidate_queue;
 pub mod claim;
 pub mod context;
 pub mod controller;

@@ -1,6 +1,8 @@
-//! Secondary indexes over the shared Sandbox cache: members by pool label and Sandboxes by
-//! controlling owner UID. Without them every claim pass and every pool pass scanned the whole
-//! cache (tens of thousands of Sandboxes at scale) to find a handful of objects.
+//! Secondary indexes over the shared Sandbox cache: members by pool label, Sandboxes by
+//! controlling owner UID, and each pool's warm candidates in order ([`crate::candidate_queue`]).
+//! Without them every claim pass and every pool pass scanned the whole cache (tens of
+//! thousands of Sandboxes at scale) to find a handful of objects, and every claim pass ranked
+//! every member of its pool.
 //!
 //! The index is fed from the same watcher events as the reflector store, one step before the
 //! store applies them, so it can briefly name an object the store does not show yet (or no
@@ -11,10 +13,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
-use api_types::Sandbox;
-use api_types::keys::SANDBOX_WARM_POOL_LABEL;
+use api_types::conditions::{READY, is_true};
+use api_types::keys::{SANDBOX_TEMPLATE_REF_HASH_LABEL, SANDBOX_WARM_POOL_LABEL};
+use api_types::{Sandbox, name_hash};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+
+use crate::candidate_queue::{PoolKey, PoolQueue, Slot};
 
 /// `(namespace, name)` of a Sandbox.
 type Key = (String, String);
@@ -25,6 +30,8 @@ struct Maps {
     by_pool_label: HashMap<(String, String), HashSet<Key>>,
     /// Controlling owner UID → Sandboxes it controls.
     by_controller: HashMap<String, HashSet<Key>>,
+    /// Each pool's adoptable members, in warm-path order.
+    queues: HashMap<PoolKey, PoolQueue>,
     /// What each Sandbox was filed under, to unfile it on change or delete.
     filed: HashMap<Key, Filed>,
 }
@@ -33,6 +40,40 @@ struct Maps {
 struct Filed {
     pool_label: Option<String>,
     controller: Option<String>,
+    /// Set for an adoptable pool member.
+    slot: Option<Slot>,
+}
+
+/// The queue slot of an adoptable pool member: not being deleted, controlled by a pool, and
+/// carrying that pool's label and a template-ref label (what `claim::candidate::is_member`
+/// checks, which readers still apply to the stored object).
+fn slot_of(sb: &Sandbox) -> Option<Slot> {
+    let meta = &sb.metadata;
+    if meta.deletion_timestamp.is_some() {
+        return None;
+    }
+    let owner = crate::ownership::controlling_pool(meta)?;
+    let labels = meta.labels.as_ref()?;
+    if labels.get(SANDBOX_WARM_POOL_LABEL) != Some(&name_hash(&owner.name))
+        || !labels.contains_key(SANDBOX_TEMPLATE_REF_HASH_LABEL)
+    {
+        return None;
+    }
+    let status = sb.status.as_ref();
+    Some(Slot {
+        pool: PoolKey {
+            namespace: meta.namespace.clone()?,
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+        },
+        ready: status.is_some_and(|s| is_true(&s.conditions, READY)),
+        networked: status.is_some_and(|s| !s.pod_ips.is_empty()),
+        node: status.map(|s| s.node_name.clone()).unwrap_or_default(),
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map_or(i64::MAX, |t| t.0.as_millisecond()),
+    })
 }
 
 impl Maps {
@@ -57,6 +98,14 @@ impl Maps {
                 self.by_controller.remove(&uid);
             }
         }
+        if let Some(slot) = old.slot
+            && let Some(queue) = self.queues.get_mut(&slot.pool)
+        {
+            queue.remove(&key.1, &slot);
+            if queue.is_empty() {
+                self.queues.remove(&slot.pool);
+            }
+        }
     }
 
     fn apply(&mut self, sb: &Sandbox) {
@@ -72,6 +121,7 @@ impl Maps {
                 .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
                 .cloned(),
             controller: crate::ownership::controller_of(&sb.metadata).map(|o| o.uid.clone()),
+            slot: slot_of(sb),
         };
         if self.filed.get(&key) == Some(&filed) {
             return;
@@ -88,6 +138,12 @@ impl Maps {
                 .entry(uid.clone())
                 .or_default()
                 .insert(key.clone());
+        }
+        if let Some(slot) = &filed.slot {
+            self.queues
+                .entry(slot.pool.clone())
+                .or_default()
+                .insert(name, slot);
         }
         self.filed.insert(key, filed);
     }
@@ -155,6 +211,52 @@ impl SandboxIndex {
             .get(&(namespace.to_owned(), pool_label.to_owned()))
             .map(|set| Self::resolve(store, set.iter()))
             .unwrap_or_default()
+    }
+
+    /// The queues of the pool `namespace/name` (with `uid`, only that pool object's).
+    fn queues<'m>(
+        maps: &'m Maps,
+        namespace: &'m str,
+        name: &'m str,
+        uid: Option<&'m str>,
+    ) -> impl Iterator<Item = &'m PoolQueue> + 'm {
+        maps.queues.iter().filter_map(move |(key, queue)| {
+            (key.namespace == namespace && key.name == name && uid.is_none_or(|uid| key.uid == uid))
+                .then_some(queue)
+        })
+    }
+
+    /// Up to `want` of the pool's networked members that `accept` takes, best first (see
+    /// [`crate::candidate_queue`]). `accept` runs under the index's read lock: it may read the
+    /// store and other locks, but must not feed the index.
+    pub fn candidates<T>(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+        want: usize,
+        mut accept: impl FnMut(&str) -> Option<T>,
+    ) -> Vec<T> {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        Self::queues(&live, namespace, name, uid)
+            .flat_map(PoolQueue::ordered)
+            .filter_map(&mut accept)
+            .take(want)
+            .collect()
+    }
+
+    /// Whether `accept` takes any of the pool's members without pod IPs (stops at the first).
+    pub fn any_pending_network(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+        mut accept: impl FnMut(&str) -> bool,
+    ) -> bool {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        Self::queues(&live, namespace, name, uid)
+            .flat_map(PoolQueue::pending_network)
+            .any(&mut accept)
     }
 
     /// Cached Sandboxes whose controlling owner has UID `uid`.

@@ -41,7 +41,7 @@ use acquire::Adoption;
 pub use report::rfc3339_nano;
 
 use super::adoption::{adoption_patch, map_diff};
-use super::candidate::{PoolRef, rank};
+use super::candidate::{PoolRef, choose, has_pending_network};
 use super::cold::{ColdError, build_cold_sandbox};
 use super::injection::EnvError;
 use super::lifecycle::{expires_at, shutdown_policy};

@@ -30,32 +30,39 @@ impl Pass<'_> {
                 template: Arc::new(template.clone()),
             }
         });
-        // One look at the reservations per pass, not a lock and a key per member.
-        let reserved = claim_state.reserved_in(&self.namespace, Instant::now());
+        let now = Instant::now();
         let skip = |sb: &Sandbox| {
-            reserved.contains(sb.metadata.name.as_deref().unwrap_or_default())
-                || facts
-                    .as_ref()
-                    .is_some_and(|f| is_stale(template_name, f, sb, true))
+            claim_state.is_reserved(
+                &self.namespace,
+                sb.metadata.name.as_deref().unwrap_or_default(),
+                now,
+            ) || facts
+                .as_ref()
+                .is_some_and(|f| is_stale(template_name, f, sb, true))
         };
         let pool_ref = PoolRef {
             namespace: &self.namespace,
             name: pool.metadata.name.as_deref().unwrap_or_default(),
             uid: pool.metadata.uid.as_deref(),
         };
-        let mut members = self
-            .ctx
-            .stores
-            .sandboxes_with_pool_label(&self.namespace, &name_hash(pool_ref.name));
-        members.retain(|s| crate::claim::candidate::is_member(s, &pool_ref));
-        let ranking = tracing::info_span!(
+        let stores = &self.ctx.stores;
+        let select = tracing::info_span!(
             "selectCandidate",
             warmpool.name = pool_ref.name,
-            candidates = members.len(),
-        )
-        .in_scope(|| rank(&members, &pool_ref, &skip));
+            candidates = tracing::field::Empty,
+        );
+        let ordered = select.in_scope(|| {
+            choose(
+                &stores.sandboxes,
+                &stores.sandbox_index,
+                &pool_ref,
+                2 * MAX_ADOPTION_ATTEMPTS,
+                &skip,
+            )
+        });
+        select.record("candidates", ordered.len());
         let mut attempts = 0;
-        for candidate in ranking.ordered {
+        for candidate in ordered {
             if attempts >= MAX_ADOPTION_ATTEMPTS {
                 break;
             }
@@ -140,7 +147,9 @@ impl Pass<'_> {
             }
             claim_state.release(&key);
         }
-        Ok(if ranking.pending_network > 0 {
+        let pending =
+            has_pending_network(&stores.sandboxes, &stores.sandbox_index, &pool_ref, &skip);
+        Ok(if pending {
             Adoption::PendingNetwork
         } else {
             Adoption::NoCandidate
