@@ -537,6 +537,8 @@ fn deployments_run_the_released_images_with_the_agreed_flags() {
         assert_eq!(
             env,
             BTreeMap::from([
+                // Plain value "2": checked below.
+                ("MALLOC_ARENA_MAX".to_string(), None),
                 ("POD_NAME".to_string(), Some("metadata.name".to_string())),
                 (
                     "POD_NAMESPACE".to_string(),
@@ -544,6 +546,13 @@ fn deployments_run_the_released_images_with_the_agreed_flags() {
                 ),
             ])
         );
+        let arenas = container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "MALLOC_ARENA_MAX")
+            .and_then(|e| e.value.as_deref());
+        assert_eq!(arenas, Some("2"), "glibc heap arenas capped (footprint)");
         let ports: Vec<_> = container
             .ports
             .iter()

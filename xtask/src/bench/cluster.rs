@@ -328,7 +328,13 @@ impl Stack {
         let err_file = log_file
             .try_clone()
             .map_err(|e| BenchError::io("opening", &log, e))?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // As the release Deployments run them (deploy/*/deployment.yaml), unless the caller
+        // chose otherwise.
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            command.env("MALLOC_ARENA_MAX", "2");
+        }
+        let child = command
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg("--leader-elect=false")
             .arg(format!("--metrics-bind-address={metrics_addr}"))
