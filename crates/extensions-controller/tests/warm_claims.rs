@@ -179,23 +179,34 @@ async fn adoption_events(ext: &ExtEnv, name: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
-    let options = Options {
-        claim: extensions_controller::context::ClaimSettings {
-            adoption_events: true,
-            ..Default::default()
-        },
+/// A controller started with `claim` settings binds one warm claim named `name` from a pool of
+/// one; the writes are counted from the claim's creation on.
+async fn bind_one_warm_claim(
+    claim: extensions_controller::context::ClaimSettings,
+    name: &str,
+) -> ExtEnv {
+    let ext = ExtEnv::start(Options {
+        claim,
         ..Options::default()
-    };
-    let ext = ExtEnv::start(options).await;
+    })
+    .await;
     ext.create_template("tmpl", json!({})).await;
     ext.create_pool("pool", "tmpl", 1).await;
     ext.wait_pool_ready("pool", 1).await;
     ext.reset_counts();
-    ext.create_claim("loud", "pool", json!({})).await;
-    let bound = ext.wait_claim_reason("loud", "DependenciesReady").await;
-    assert_ne!(bound.status.unwrap().sandbox.name, "loud", "warm");
+    ext.create_claim(name, "pool", json!({})).await;
+    let bound = ext.wait_claim_reason(name, "DependenciesReady").await;
+    assert_ne!(bound.status.unwrap().sandbox.name, name, "warm");
+    ext
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
+    let claim = extensions_controller::context::ClaimSettings {
+        adoption_events: true,
+        ..Default::default()
+    };
+    let ext = bind_one_warm_claim(claim, "loud").await;
     // The Event is published off the reconcile path.
     wait_for("the SandboxAdopted Event", DEADLINE, || async {
         (adoption_events(&ext, "loud").await.len() == 1).then_some(())
@@ -213,21 +224,11 @@ async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_annotations_off_a_warm_claim_costs_two_writes() {
-    let options = Options {
-        claim: extensions_controller::context::ClaimSettings {
-            observability_annotations: false,
-            ..Default::default()
-        },
-        ..Options::default()
+    let claim = extensions_controller::context::ClaimSettings {
+        observability_annotations: false,
+        ..Default::default()
     };
-    let ext = ExtEnv::start(options).await;
-    ext.create_template("tmpl", json!({})).await;
-    ext.create_pool("pool", "tmpl", 1).await;
-    ext.wait_pool_ready("pool", 1).await;
-    ext.reset_counts();
-    ext.create_claim("quiet", "pool", json!({})).await;
-    let bound = ext.wait_claim_reason("quiet", "DependenciesReady").await;
-    assert_ne!(bound.status.unwrap().sandbox.name, "quiet", "warm");
+    let ext = bind_one_warm_claim(claim, "quiet").await;
     tokio::time::sleep(harness::SETTLE).await;
     let ours = ext.our_writes();
     assert_eq!(
