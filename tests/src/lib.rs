@@ -190,6 +190,63 @@ pub async fn install_crds(client: &kube::Client, crds: Vec<CustomResourceDefinit
     .await;
 }
 
+/// Creates, in `default`, the SandboxTemplate `template` whose pod runs `containers`, and one
+/// SandboxWarmPool per `(name, replicas)` drawing from it.
+pub async fn create_template_and_pools(
+    env: &Env,
+    template: &str,
+    containers: serde_json::Value,
+    pools: &[(&str, i32)],
+) {
+    let templates: Api<api_types::SandboxTemplate> = env.api("default");
+    let body = serde_json::json!({
+        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+        "kind": "SandboxTemplate",
+        "metadata": {"name": template},
+        "spec": {"podTemplate": {"spec": {"containers": containers}}},
+    });
+    templates
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(body).expect("a valid SandboxTemplate"),
+        )
+        .await
+        .expect("template created");
+    let pool_api: Api<api_types::SandboxWarmPool> = env.api("default");
+    for (name, replicas) in pools {
+        let body = serde_json::json!({
+            "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+            "kind": "SandboxWarmPool",
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": template}},
+        });
+        pool_api
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(body).expect("a valid SandboxWarmPool"),
+            )
+            .await
+            .expect("pool created");
+    }
+}
+
+/// Waits until the leader-election Lease `name` in `default` names a holder (a standby replica
+/// answers `/readyz` before it leads, so readiness alone does not say the Lease exists).
+pub async fn wait_lease_holder(env: &Env, name: &str) -> String {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = env.api("default");
+    wait_for("the Lease names its holder", DEADLINE, || async {
+        leases
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    })
+    .await
+}
+
 /// A Sandbox named `name` in `default` running one busybox container, with `spec` merged in
 /// (JSON merge patch semantics).
 pub fn sandbox(name: &str, spec: serde_json::Value) -> Sandbox {

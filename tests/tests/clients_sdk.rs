@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use api_types::{SandboxTemplate, SandboxWarmPool};
-use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for};
-use kube::api::{Api, PostParams};
+use api_types::SandboxWarmPool;
+use e2e_tests::{DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, wait_for};
+use kube::Api;
 
 /// The extensions controller binary of this build, built first if needed (cheap when fresh).
 fn extensions_controller_binary() -> PathBuf {
@@ -45,10 +45,6 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("valid object")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,39 +76,18 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
     let _controller = KillOnDrop(controller);
 
-    let templates: Api<SandboxTemplate> = env.api("default");
-    templates
-        .create(
-            &PostParams::default(),
-            &from_json(serde_json::json!({
-                "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-                "kind": "SandboxTemplate",
-                "metadata": {"name": "python-sandbox-template"},
-                "spec": {"podTemplate": {"spec": {"containers": [{
-                    "name": "python-runtime",
-                    "image": "registry.example.invalid/python-runtime-sandbox:latest",
-                    "ports": [{"containerPort": 8888}],
-                }]}}},
-            })),
-        )
-        .await
-        .expect("template created");
+    create_template_and_pools(
+        &env,
+        "python-sandbox-template",
+        serde_json::json!([{
+            "name": "python-runtime",
+            "image": "registry.example.invalid/python-runtime-sandbox:latest",
+            "ports": [{"containerPort": 8888}],
+        }]),
+        &[("python-sandbox-warmpool", 1), ("python-cold-pool", 0)],
+    )
+    .await;
     let pools: Api<SandboxWarmPool> = env.api("default");
-    for (name, replicas) in [("python-sandbox-warmpool", 1), ("python-cold-pool", 0)] {
-        pools
-            .create(
-                &PostParams::default(),
-                &from_json(serde_json::json!({
-                    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-                    "kind": "SandboxWarmPool",
-                    "metadata": {"name": name},
-                    "spec": {"replicas": replicas,
-                             "sandboxTemplateRef": {"name": "python-sandbox-template"}},
-                })),
-            )
-            .await
-            .expect("pool created");
-    }
     wait_for("a Ready member in the warm pool", DEADLINE, || async {
         let pool = pools.get_opt("python-sandbox-warmpool").await.ok()??;
         let ready = serde_json::to_value(&pool).ok()?["status"]["readyReplicas"].as_i64()?;

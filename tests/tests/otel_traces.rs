@@ -24,9 +24,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use api_types::keys::{CLAIM_FIRST_READY_AT_ANNOTATION, TRACE_CONTEXT_ANNOTATION};
-use api_types::{SandboxClaim, SandboxTemplate, SandboxWarmPool};
+use api_types::{SandboxClaim, SandboxWarmPool};
 use e2e_tests::otlp_receiver::{CapturedSpan, OtlpReceiver};
-use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for};
+use e2e_tests::{DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, wait_for};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -136,36 +136,13 @@ impl Cluster {
         let core = spawn(&binaries.0, "0".into());
         let ext = spawn(&binaries.1, format!("127.0.0.1:{ext_metrics}"));
 
-        let templates: Api<SandboxTemplate> = env.api("default");
-        templates
-            .create(
-                &PostParams::default(),
-                &from_json(serde_json::json!({
-                    "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-                    "kind": "SandboxTemplate",
-                    "metadata": {"name": "traced"},
-                    "spec": {"podTemplate": {"spec": {"containers": [
-                        {"name": "main", "image": "registry.example.invalid/agent:1"}
-                    ]}}},
-                })),
-            )
-            .await
-            .expect("template created");
-        let pools: Api<SandboxWarmPool> = env.api("default");
-        for (name, replicas) in [("warm", 2), ("cold", 0)] {
-            pools
-                .create(
-                    &PostParams::default(),
-                    &from_json(serde_json::json!({
-                        "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
-                        "kind": "SandboxWarmPool",
-                        "metadata": {"name": name},
-                        "spec": {"replicas": replicas, "sandboxTemplateRef": {"name": "traced"}},
-                    })),
-                )
-                .await
-                .expect("pool created");
-        }
+        create_template_and_pools(
+            &env,
+            "traced",
+            serde_json::json!([{"name": "main", "image": "registry.example.invalid/agent:1"}]),
+            &[("warm", 2), ("cold", 0)],
+        )
+        .await;
         let cluster = Cluster {
             env,
             ext_metrics,

@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};
 use e2e_tests::http_probe::{free_port, http_get};
-use e2e_tests::{DEADLINE, Env, EnvOptions, sandbox, wait_for, wait_ready_reason};
+use e2e_tests::{
+    DEADLINE, Env, EnvOptions, sandbox, wait_for, wait_lease_holder, wait_ready_reason,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::PostParams;
 use serde_json::json;
@@ -45,18 +47,7 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
     assert_eq!(code, 200);
 
     // Ready does not wait for leadership (a standby replica is ready too): wait for the Lease.
-    let leases = env.api::<Lease>("default");
-    wait_for("the Lease names its holder", DEADLINE, || async {
-        leases
-            .get_opt(sandbox_controller::args::LEASE_NAME)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
-    })
-    .await;
+    wait_lease_holder(&env, sandbox_controller::args::LEASE_NAME).await;
 
     let sandboxes = env.sandboxes("default");
     sandboxes
@@ -92,7 +83,8 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
         .expect("stops in time")
         .unwrap();
     assert!(result.is_ok(), "clean shutdown: {result:?}");
-    let lease = leases
+    let lease = env
+        .api::<Lease>("default")
         .get(sandbox_controller::args::LEASE_NAME)
         .await
         .unwrap();

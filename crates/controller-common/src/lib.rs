@@ -72,6 +72,7 @@ pub mod admin;
 pub mod args;
 pub mod client;
 pub mod error;
+pub mod first_seen;
 pub mod leader_election;
 pub mod metrics;
 pub mod rate_limit;

@@ -367,18 +367,20 @@ pub fn context_from_json(json: &str) -> Result<opentelemetry::Context, serde_jso
     Ok(TraceContextPropagator::new().extract(&carrier))
 }
 
+/// An environment lookup over fixed pairs, for the tests of the `OTEL_*` readers.
+#[cfg(test)]
+fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use opentelemetry::trace::TraceContextExt;
-
-    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
 
     #[test]
     fn no_endpoint_means_no_exporter() {

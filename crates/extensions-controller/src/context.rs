@@ -540,6 +540,16 @@ impl Context {
         metrics.observe_reconcile(controller, outcome, started.elapsed());
     }
 
+    fn event_of(type_: EventType, reason: &str, action: &str, note: String) -> Event {
+        Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        }
+    }
+
     /// Publishes an Event in the background, off the caller's critical path (the claim's Ready
     /// does not wait for its Event); failures are logged, never fatal.
     pub fn event_detached<K: Resource<DynamicType = ()>>(
@@ -553,13 +563,7 @@ impl Context {
         let Some(recorder) = recorder.cloned() else {
             return;
         };
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
+        let event = Self::event_of(type_, reason, action, note);
         let reference = object.object_ref(&());
         tokio::spawn(async move {
             if let Err(err) = recorder.publish(&event, &reference).await {
@@ -580,13 +584,7 @@ impl Context {
         let Some(recorder) = recorder else {
             return;
         };
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: action.to_owned(),
-            secondary: None,
-        };
+        let event = Self::event_of(type_, reason, action, note);
         if let Err(err) = recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(error = %err, reason, "failed to publish event");
         }

@@ -8,9 +8,8 @@ mod harness;
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};
 use e2e_tests::http_probe::{free_port, http_get};
-use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for};
+use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for, wait_lease_holder};
 use extensions_controller::args::{Args, LEASE_NAME};
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -45,18 +44,7 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
     })
     .await;
     // Ready does not wait for leadership (a standby replica is ready too): wait for the Lease.
-    let leases = Api::<Lease>::namespaced(env.client.clone(), "default");
-    wait_for("the Lease names its holder", DEADLINE, || async {
-        leases
-            .get_opt(LEASE_NAME)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty())
-    })
-    .await;
+    wait_lease_holder(&env, LEASE_NAME).await;
 
     // A claim using the configured domain is served (cold, from an empty pool).
     let pp = Default::default();

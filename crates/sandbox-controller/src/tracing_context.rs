@@ -8,8 +8,10 @@
 //! at the status write that turns the Sandbox Ready, `waitForPodReady`: from this process'
 //! creation of the Pod to that write (none when the Pod was created by an earlier process).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+
+use controller_common::first_seen::FirstSeen;
 use std::time::SystemTime;
 
 use api_types::Sandbox;
@@ -39,15 +41,8 @@ const MAX_TRACKED: usize = 20_000;
 
 /// A malformed annotation is reported once per Sandbox and process, then ignored.
 fn warn_once(sandbox: &Sandbox, err: &serde_json::Error) {
-    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let mut warned = WARNED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if warned.len() >= MAX_TRACKED {
-        warned.clear();
-    }
-    if warned.insert(sandbox.uid().unwrap_or_default()) {
+    static WARNED: FirstSeen = FirstSeen::new(MAX_TRACKED);
+    if WARNED.first(&sandbox.uid().unwrap_or_default()) {
         tracing::warn!(
             sandbox = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox.name_any()),
             error = %err,

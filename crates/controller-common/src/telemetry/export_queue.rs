@@ -349,16 +349,9 @@ async fn export<E: SpanExporter>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::env_of;
     use opentelemetry::trace::{Tracer, TracerProvider as _};
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-
-    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
 
     #[test]
     fn bsp_variables_are_read_and_bad_values_named() {

@@ -46,7 +46,7 @@ use super::cold::{ColdError, build_cold_sandbox};
 use super::injection::EnvError;
 use super::lifecycle::{expires_at, shutdown_policy};
 use super::metadata::{MetadataError, validate};
-use super::pod_metadata::desired_pod_metadata;
+use super::pod_metadata::{claim_created_by, desired_pod_metadata};
 use super::status::{Failure, Observed, compute_status};
 use crate::context::{Context, FIELD_MANAGER};
 use crate::error::{Error, is_already_exists, is_conflict, is_not_found};

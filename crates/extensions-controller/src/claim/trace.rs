@@ -23,8 +23,10 @@
 //! the emission and the annotation patch can emit it twice (with the same span id, which
 //! trace backends merge or show as a duplicate); never zero times while annotations are on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+
+use controller_common::first_seen::FirstSeen;
 use std::time::SystemTime;
 
 use api_types::SandboxClaim;
@@ -258,15 +260,8 @@ fn take_progress(uid: &str) -> Option<Progress> {
 }
 
 fn warn_once(claim: &SandboxClaim, uid: &str, why: &str) {
-    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let mut warned = WARNED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if warned.len() >= MAX_TRACKED {
-        warned.clear();
-    }
-    if warned.insert(uid.to_owned()) {
+    static WARNED: FirstSeen = FirstSeen::new(MAX_TRACKED);
+    if WARNED.first(uid) {
         tracing::warn!(
             claim = %format!(
                 "{}/{}",

@@ -237,15 +237,7 @@ impl Pass<'_> {
                 launch_type: launch_type.into(),
                 warmpool_name: pool,
                 pod_condition: pod_condition.into(),
-                created_by: normalize_created_by(
-                    self.claim
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
-                        .map(String::as_str),
-                )
-                .into(),
+                created_by: normalize_created_by(claim_created_by(self.claim)).into(),
             })
             .inc();
     }

@@ -179,14 +179,7 @@ impl Pass<'_> {
             .and_then(|sb| sb.metadata.annotations.as_ref())
             .and_then(|a| a.get(SANDBOX_TEMPLATE_REF_ANNOTATION))
             .map_or(UNKNOWN_TEMPLATE, String::as_str);
-        let created_by = normalize_created_by(
-            self.claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(api_types::keys::CREATED_BY_LABEL))
-                .map(String::as_str),
-        );
+        let created_by = normalize_created_by(claim_created_by(self.claim));
         trace.emit_bound(
             self.claim,
             &super::super::trace::Bound {
