@@ -10,6 +10,7 @@
 //! | [`rate_limit`] | the token-bucket tower layer behind `--kube-api-qps`/`--kube-api-burst` |
 //! | [`request_metrics`] | `rest_client_requests_total{code,host,method}` for every API request |
 //! | [`telemetry`] | logs (text/JSON), OTLP trace export (gRPC or HTTP/protobuf, bounded queue) when `OTEL_EXPORTER_OTLP_*` is set, W3C context helpers, spans with explicit times and derived ids |
+//! | [`first_seen`] | [`first_seen::FirstSeen`], a bounded once-per-key set for warnings logged once per object |
 //! | [`admin`] | `/metrics`, `/healthz`, `/readyz`; [`Readiness`] gates |
 //! | [`leader_election`] | client-go style Lease election |
 //! | [`metrics`] | controller-runtime named reconcile/workqueue metrics ([`ControllerMetrics`]) |
