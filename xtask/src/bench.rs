@@ -31,6 +31,7 @@ use serde_json::json;
 pub mod cluster;
 pub mod counters;
 pub mod error;
+pub mod optimized_client;
 pub mod proc_stats;
 pub mod prom;
 pub mod report;
@@ -67,7 +68,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum)]
     pub build_profile: Option<BuildProfile>,
 
-    /// Use the binaries already built for the profile instead of running cargo build.
+    /// Use the binaries already built for the profile instead of running cargo build. A
+    /// release run also uses `target/release/xtask` for the benchmark's own client when it
+    /// exists (otherwise the client runs in the debug build, which is said on stderr).
     #[arg(long)]
     pub no_build: bool,
 
@@ -115,6 +118,9 @@ pub struct BenchArgs {
 /// output directory); a failing scenario is recorded in the report and makes the run fail at
 /// the end, after the report is written.
 pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
+    if let Some(result) = optimized_client::hand_over(profile_of(args), !args.no_build) {
+        return result;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -123,11 +129,7 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
 }
 
 async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
-    let profile = args.build_profile.unwrap_or(if args.quick {
-        BuildProfile::Dev
-    } else {
-        BuildProfile::Release
-    });
+    let profile = profile_of(args);
     let out = args.out.clone().unwrap_or_else(|| {
         crate::workspace::workspace_root()
             .join("target")
@@ -184,6 +186,10 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     );
     settings.insert("sizes".to_string(), serde_json::to_value(&sizes)?);
     settings.insert(
+        "client_build_profile".to_string(),
+        serde_json::to_value(optimized_client::running_profile())?,
+    );
+    settings.insert(
         "controllers".to_string(),
         if controllers.sandbox_args.is_empty() && controllers.extensions_args.is_empty() {
             json!("separate processes, --leader-elect=false, default workers and client limits")
@@ -239,6 +245,16 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
             out.join("report.md").display()
         )))
     }
+}
+
+/// The profile of the benchmarked binaries: release unless `--quick` or `--build-profile` say
+/// otherwise.
+fn profile_of(args: &BenchArgs) -> BuildProfile {
+    args.build_profile.unwrap_or(if args.quick {
+        BuildProfile::Dev
+    } else {
+        BuildProfile::Release
+    })
 }
 
 fn write_report(out: &std::path::Path, report: &Report) -> Result<(), BenchError> {
