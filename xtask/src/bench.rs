@@ -34,6 +34,7 @@ pub mod error;
 pub mod optimized_client;
 pub mod proc_stats;
 pub mod prom;
+pub mod repeat;
 pub mod report;
 pub mod scenario;
 pub mod stats;
@@ -108,6 +109,12 @@ pub struct BenchArgs {
     /// are listed under `settings.sizes` in report.json).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sizes: Vec<String>,
+
+    /// Run each scenario N times and report the median run (by its headline figure; every
+    /// run is listed under `details.repeats`, runs after the first write under
+    /// `DIR/repeat-K/`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
 
     /// Multiplies every wait deadline (for slow machines or debug builds).
     #[arg(long, default_value_t = 1.0)]
@@ -185,6 +192,7 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
         json!(args.controller_log_level),
     );
     settings.insert("sizes".to_string(), serde_json::to_value(&sizes)?);
+    settings.insert("repeat".to_string(), json!(args.repeat));
     settings.insert(
         "client_build_profile".to_string(),
         serde_json::to_value(optimized_client::running_profile())?,
@@ -213,8 +221,33 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
         scenarios: BTreeMap::new(),
     };
     for name in selected {
-        eprintln!("bench: scenario {}", name.key());
-        let scenario_report = scenario::run(name, &ctx).await;
+        let mut runs = Vec::new();
+        for run in 1..=args.repeat {
+            let dir = if run == 1 {
+                String::new()
+            } else {
+                format!("repeat-{run}")
+            };
+            let run_out = out.join(&dir);
+            std::fs::create_dir_all(&run_out)
+                .map_err(|e| BenchError::io("creating", &run_out, e))?;
+            let run_ctx = Ctx {
+                out: &run_out,
+                ..ctx
+            };
+            if args.repeat == 1 {
+                eprintln!("bench: scenario {}", name.key());
+            } else {
+                eprintln!(
+                    "bench: scenario {} (run {run} of {})",
+                    name.key(),
+                    args.repeat
+                );
+            }
+            let report = scenario::run(name, &run_ctx).await;
+            runs.push(repeat::Run { dir, report });
+        }
+        let scenario_report = repeat::median(name, runs);
         eprintln!(
             "bench: {} {} in {:.1} s",
             name.key(),
