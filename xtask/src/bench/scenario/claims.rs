@@ -192,6 +192,7 @@ pub async fn saturate(
     report.claims_per_second = Some(round(bound_in_window as f64 / window_s.max(1e-9), 1));
     report.detail("window_s", round(window_s, 2));
     report.detail("claims_bound_in_window", bound_in_window);
+    report.detail("cpu_ms_per_bound_claim", cpu_ms_per_claim(report));
     report.detail("pools", sizes.saturate_pools);
     report.detail("pool_replicas_each", sizes.saturate_pool_size);
     report.detail("writers", sizes.saturate_writers);
@@ -218,4 +219,60 @@ pub async fn cold(
         rate: sizes.cold_rate,
     };
     open_loop(stack, ctx, report, run).await
+}
+
+/// CPU milliseconds each process (and all of them) spent per claim bound in the window: the
+/// cores each used over the window divided by the claims bound per second in it.
+fn cpu_ms_per_claim(report: &ScenarioReport) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(rate) = report.claims_per_second.filter(|r| *r > 0.0) else {
+        return out;
+    };
+    let others = report
+        .details
+        .get("cpu_cores_other")
+        .and_then(|v| v.as_object())
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_f64().map(|v| (k.clone(), v)));
+    let all: Vec<(String, f64)> = report
+        .cpu_cores
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .chain(others)
+        .collect();
+    let total: f64 = all.iter().map(|(_, cores)| cores).sum();
+    for (name, cores) in all {
+        out.insert(name, round(cores * 1000.0 / rate, 2));
+    }
+    out.insert("total".into(), round(total * 1000.0 / rate, 2));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::proc_stats::Machine;
+
+    #[test]
+    fn cpu_per_claim_divides_each_process_cores_by_the_bound_rate() {
+        let mut report = ScenarioReport::new("saturate", Machine::detect());
+        report.claims_per_second = Some(200.0);
+        report.cpu_cores.insert("extensions-controller".into(), 0.3);
+        report.detail(
+            "cpu_cores_other",
+            serde_json::json!({"devcluster": 0.9, "bench-client": 0.1}),
+        );
+        let per_claim = cpu_ms_per_claim(&report);
+        assert_eq!(per_claim["extensions-controller"], 1.5);
+        assert_eq!(per_claim["devcluster"], 4.5);
+        assert_eq!(per_claim["bench-client"], 0.5);
+        assert_eq!(per_claim["total"], 6.5);
+    }
+
+    #[test]
+    fn no_rate_no_figures() {
+        let report = ScenarioReport::new("saturate", Machine::detect());
+        assert!(cpu_ms_per_claim(&report).is_empty());
+    }
 }
