@@ -9,7 +9,9 @@
 //! The decoders here hand the object's own `Deserialize` a view of the input in which
 //! `metadata.managedFields` reads as absent: the parser still steps over its bytes (it must, to
 //! find the next field) but allocates nothing for them. Everything else reaches the object's
-//! decoder untouched, so every other field decodes exactly as before.
+//! decoder untouched, so every other field decodes exactly as before. (A watch event whose
+//! `object` comes before its `type` is buffered whole by serde before it is decoded, so there
+//! the field is allocated once, then still left out; API servers send `type` first.)
 //!
 //! - [`Lean<K>`]: `K` decoded this way. It is a [`kube::Resource`] addressed like `K`, so
 //!   `Api<Lean<K>>` and `watcher(Api<Lean<K>>, ..)` read and watch `K` without managedFields;
