@@ -113,7 +113,7 @@ pub async fn build_client(args: &CommonArgs) -> Result<Client, Error> {
 /// An event recorder reporting as `controller` (e.g. `sandbox-controller`), with this pod's
 /// name (`POD_NAME`, else the host name) as the instance. Whether to record events at all is
 /// the binary's decision.
-pub fn event_recorder(client: Client, controller: &str) -> kube::runtime::events::Recorder {
+pub fn event_recorder(client: Client, controller: &str) -> crate::events::EventRecorder {
     let instance = std::env::var("POD_NAME")
         .ok()
         .filter(|s| !s.trim().is_empty())
@@ -122,9 +122,9 @@ pub fn event_recorder(client: Client, controller: &str) -> kube::runtime::events
                 .ok()
                 .map(|h| h.to_string_lossy().into_owned())
         });
-    kube::runtime::events::Recorder::new(
+    crate::events::EventRecorder::new(
         client,
-        kube::runtime::events::Reporter {
+        crate::events::Reporter {
             controller: controller.to_owned(),
             instance,
         },

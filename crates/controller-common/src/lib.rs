@@ -10,6 +10,8 @@
 //! | [`rate_limit`] | the token-bucket tower layer behind `--kube-api-qps`/`--kube-api-burst` |
 //! | [`request_metrics`] | `rest_client_requests_total{code,host,method}` for every API request |
 //! | [`telemetry`] | logs (text/JSON), OTLP trace export (gRPC or HTTP/protobuf, bounded queue) when `OTEL_EXPORTER_OTLP_*` is set, W3C context helpers, spans with explicit times and derived ids |
+//! | [`events`] | [`events::EventRecorder`]: Kubernetes Events as kube's recorder publishes them, without its per-publish sweep of every recent Event |
+//! | [`lean`] | [`lean::Lean`] and [`lean::object_meta`]: objects decoded without `metadata.managedFields` (watches and responses) |
 //! | [`first_seen`] | [`first_seen::FirstSeen`], a bounded once-per-key set for warnings logged once per object |
 //! | [`admin`] | `/metrics`, `/healthz`, `/readyz`; [`Readiness`] gates |
 //! | [`leader_election`] | client-go style Lease election |
@@ -73,8 +75,10 @@ pub mod admin;
 pub mod args;
 pub mod client;
 pub mod error;
+pub mod events;
 pub mod first_seen;
 pub mod leader_election;
+pub mod lean;
 pub mod metrics;
 pub mod rate_limit;
 pub mod request_metrics;

@@ -9,12 +9,12 @@ use api_types::{
     Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate, SandboxWarmPool,
     SandboxWarmPoolStatus,
 };
+use controller_common::events::{Event, EventRecorder, EventType};
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use controller_common::{ControllerMetrics, ReconcileResult};
@@ -447,10 +447,10 @@ pub struct Context {
     pub claim: ClaimState,
     /// Recorders for pool and template events (reporters `sandboxwarmpool-controller`,
     /// `sandboxtemplate-controller`, as the reference).
-    pub pool_recorder: Option<Recorder>,
-    pub template_recorder: Option<Recorder>,
-    /// Recorder for claim events (`None` with `--disable-claim-events`).
-    pub claim_recorder: Option<Recorder>,
+    pub pool_recorder: Option<EventRecorder>,
+    pub template_recorder: Option<EventRecorder>,
+    /// EventRecorder for claim events (`None` with `--disable-claim-events`).
+    pub claim_recorder: Option<EventRecorder>,
     /// controller-runtime style reconcile metrics.
     pub reconcile_metrics: Option<ControllerMetrics>,
     /// NetworkPolicy `namespace/name` → (resourceVersion we wrote, the spec we asked for), so a
@@ -476,7 +476,7 @@ impl Context {
         stores: Stores,
         pool: PoolState,
         claim: ClaimState,
-        recorders: [Option<Recorder>; 3],
+        recorders: [Option<EventRecorder>; 3],
         reconcile_metrics: Option<ControllerMetrics>,
     ) -> Self {
         Context {
@@ -553,7 +553,7 @@ impl Context {
     /// Publishes an Event in the background, off the caller's critical path (the claim's Ready
     /// does not wait for its Event); failures are logged, never fatal.
     pub fn event_detached<K: Resource<DynamicType = ()>>(
-        recorder: Option<&Recorder>,
+        recorder: Option<&EventRecorder>,
         object: &K,
         type_: EventType,
         reason: &str,
@@ -574,7 +574,7 @@ impl Context {
 
     /// Publishes an Event; failures are logged, never fatal.
     pub async fn event<K: Resource<DynamicType = ()>>(
-        recorder: Option<&Recorder>,
+        recorder: Option<&EventRecorder>,
         object: &K,
         type_: EventType,
         reason: &str,

@@ -15,13 +15,15 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+
+use controller_common::events::{EventRecorder, Reporter};
+use controller_common::lean::{Lean, lean_events};
 
 use crate::claim;
 use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
@@ -57,9 +59,9 @@ impl Default for Options {
     }
 }
 
-fn strip_managed_fields<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
-}
+/// Objects cached as the watch delivers them (every watch decodes without managedFields:
+/// [`controller_common::lean`]).
+fn keep_whole<K>(_: &mut K) {}
 
 /// True when a Sandbox is the extensions controllers' business: a pool member (pool label),
 /// or controlled or owned by a pool or a claim (warm-adopted, cold, or a deleted pool's
@@ -78,7 +80,6 @@ fn is_ours(sb: &Sandbox) -> bool {
 /// someone else's, and at 10,000 bare Sandboxes their specs and statuses were most of this
 /// process' memory. An event that makes a Sandbox ours carries it whole again.
 fn slim_sandbox(sb: &mut Sandbox) {
-    sb.metadata.managed_fields = None;
     if !is_ours(sb) {
         sb.spec = Default::default();
         sb.status = None;
@@ -87,7 +88,6 @@ fn slim_sandbox(sb: &mut Sandbox) {
 
 /// Pods are only read for their scheduling state.
 fn slim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
     pod.spec = Some(PodSpec {
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         ..PodSpec::default()
@@ -180,7 +180,7 @@ where
         senders.push(tx);
         subs.push(futures::stream::select(applied, deleted));
     }
-    let driver = watcher(Api::<K>::all(client.clone()), config)
+    let driver = lean_events(watcher(Api::<Lean<K>>::all(client.clone()), config))
         .default_backoff()
         .modify(trim)
         .inspect(move |event| {
@@ -358,41 +358,21 @@ impl ExtensionsController {
             slim_sandbox,
             move |event| index_writer.observe(event),
         );
-        let (pools, pool_driver, mut pool_subs) = shared::<SandboxWarmPool>(
-            &client,
-            watcher::Config::default(),
-            2,
-            strip_managed_fields,
-            |_| {},
-        );
-        let (templates, tmpl_driver, mut tmpl_subs) = shared::<SandboxTemplate>(
-            &client,
-            watcher::Config::default(),
-            3,
-            strip_managed_fields,
-            |_| {},
-        );
-        let (claims, claim_driver, mut claim_subs) = shared::<SandboxClaim>(
-            &client,
-            watcher::Config::default(),
-            1,
-            strip_managed_fields,
-            |_| {},
-        );
-        let (policies, np_driver, mut np_subs) = shared::<NetworkPolicy>(
-            &client,
-            watcher::Config::default(),
-            1,
-            strip_managed_fields,
-            |_| {},
-        );
+        let (pools, pool_driver, mut pool_subs) =
+            shared::<SandboxWarmPool>(&client, watcher::Config::default(), 2, keep_whole, |_| {});
+        let (templates, tmpl_driver, mut tmpl_subs) =
+            shared::<SandboxTemplate>(&client, watcher::Config::default(), 3, keep_whole, |_| {});
+        let (claims, claim_driver, mut claim_subs) =
+            shared::<SandboxClaim>(&client, watcher::Config::default(), 1, keep_whole, |_| {});
+        let (policies, np_driver, mut np_subs) =
+            shared::<NetworkPolicy>(&client, watcher::Config::default(), 1, keep_whole, |_| {});
         let (pods, pod_writer) = reflector::store::<Pod>();
         // Only pool members' pods are read (for their scheduling state); they carry the pool
         // label from the member's pod template, and lose it when a claim takes the member.
-        let pod_driver = watcher(
-            Api::<Pod>::all(client.clone()),
+        let pod_driver = lean_events(watcher(
+            Api::<Lean<Pod>>::all(client.clone()),
             watcher::Config::default().labels(SANDBOX_WARM_POOL_LABEL),
-        )
+        ))
         .default_backoff()
         .modify(slim_pod)
         .reflect(pod_writer)
@@ -409,7 +389,7 @@ impl ExtensionsController {
         };
         let (wake_tx, wake_rx) = mpsc::unbounded();
         let recorder = |name: &str| {
-            Recorder::new(
+            EventRecorder::new(
                 client.clone(),
                 Reporter {
                     controller: name.to_owned(),
@@ -592,6 +572,38 @@ mod tests {
             .collect()
             .await;
         assert_eq!(passed, [Some(1), Some(2)]);
+    }
+
+    /// The watches decode every kind through `Lean`: the same objects, minus managedFields.
+    #[test]
+    fn lean_decoding_keeps_everything_the_controllers_read() {
+        let managed = serde_json::json!([{"manager": "kubectl", "operation": "Update",
+            "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+        let sandbox = serde_json::json!({
+            "apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u", "resourceVersion": "5",
+                         "labels": {SANDBOX_WARM_POOL_LABEL: name_hash("p")},
+                         "ownerReferences": [{"apiVersion": "extensions.agents.x-k8s.io/v1beta1",
+                             "kind": "SandboxWarmPool", "name": "p", "uid": "pool-uid",
+                             "controller": true}],
+                         "managedFields": managed},
+            "spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"podIPs": ["10.0.0.1"], "nodeName": "n1"}
+        });
+        let claim = serde_json::json!({
+            "apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "managedFields": managed},
+            "spec": {"warmPoolRef": {"name": "p"}}
+        });
+        let mut full: Sandbox = serde_json::from_value(sandbox.clone()).expect("valid");
+        assert!(full.metadata.managed_fields.is_some());
+        full.metadata.managed_fields = None;
+        let lean: Lean<Sandbox> = serde_json::from_value(sandbox).expect("valid");
+        assert_eq!(lean.0, full);
+        let mut full: SandboxClaim = serde_json::from_value(claim.clone()).expect("valid");
+        full.metadata.managed_fields = None;
+        let lean: Lean<SandboxClaim> = serde_json::from_value(claim).expect("valid");
+        assert_eq!(lean.0, full);
     }
 
     #[test]

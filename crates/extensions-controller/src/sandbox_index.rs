@@ -21,8 +21,14 @@ use kube::runtime::watcher;
 
 use crate::candidate_queue::{PoolKey, PoolQueue, Slot};
 
-/// `(namespace, name)` of a Sandbox.
-type Key = (String, String);
+/// A Sandbox's store key, built once when the Sandbox is filed and shared by every map that
+/// names it: resolving a member through the store then allocates nothing (a pool pass resolves
+/// each of its members).
+type Key = Arc<ObjectRef<Sandbox>>;
+
+fn key_of(namespace: &str, name: &str) -> ObjectRef<Sandbox> {
+    ObjectRef::new(name).within(namespace)
+}
 
 #[derive(Debug, Default)]
 struct Maps {
@@ -77,12 +83,12 @@ fn slot_of(sb: &Sandbox) -> Option<Slot> {
 }
 
 impl Maps {
-    fn remove(&mut self, key: &Key) {
+    fn remove(&mut self, key: &ObjectRef<Sandbox>) {
         let Some(old) = self.filed.remove(key) else {
             return;
         };
         if let Some(label) = old.pool_label {
-            let slot = (key.0.clone(), label);
+            let slot = (key.namespace.clone().unwrap_or_default(), label);
             if let Some(set) = self.by_pool_label.get_mut(&slot) {
                 set.remove(key);
                 if set.is_empty() {
@@ -101,7 +107,7 @@ impl Maps {
         if let Some(slot) = old.slot
             && let Some(queue) = self.queues.get_mut(&slot.pool)
         {
-            queue.remove(&key.1, &slot);
+            queue.remove(&key.name, &slot);
             if queue.is_empty() {
                 self.queues.remove(&slot.pool);
             }
@@ -112,7 +118,7 @@ impl Maps {
         let (Some(namespace), Some(name)) = (&sb.metadata.namespace, &sb.metadata.name) else {
             return;
         };
-        let key = (namespace.clone(), name.clone());
+        let key = key_of(namespace, name);
         let filed = Filed {
             pool_label: sb
                 .metadata
@@ -127,6 +133,7 @@ impl Maps {
             return;
         }
         self.remove(&key);
+        let key = Arc::new(key);
         if let Some(label) = &filed.pool_label {
             self.by_pool_label
                 .entry((namespace.clone(), label.clone()))
@@ -165,7 +172,7 @@ impl SandboxIndex {
             watcher::Event::Apply(sb) => self.write_live().apply(sb),
             watcher::Event::Delete(sb) => {
                 if let (Some(ns), Some(name)) = (&sb.metadata.namespace, &sb.metadata.name) {
-                    self.write_live().remove(&(ns.clone(), name.clone()));
+                    self.write_live().remove(&key_of(ns, name));
                 }
             }
             watcher::Event::Init => *self.write_relisting() = Some(Maps::default()),
@@ -194,8 +201,7 @@ impl SandboxIndex {
         store: &Store<Sandbox>,
         keys: impl Iterator<Item = &'a Key>,
     ) -> Vec<Arc<Sandbox>> {
-        keys.filter_map(|(ns, name)| store.get(&ObjectRef::new(name).within(ns)))
-            .collect()
+        keys.filter_map(|key| store.get(key)).collect()
     }
 
     /// Cached Sandboxes in `namespace` labelled as members of the pool whose name hash is

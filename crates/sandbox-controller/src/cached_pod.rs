@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct CachedPod {
-    #[serde(default)]
+    /// Decoded without `managedFields` ([`controller_common::lean`]).
+    #[serde(default, deserialize_with = "controller_common::lean::object_meta")]
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<CachedPodSpec>,
@@ -68,7 +69,8 @@ impl kube::Resource for CachedPod {
 }
 
 impl CachedPod {
-    /// Drops what the parser could not skip: managedFields and the conditions not read.
+    /// Drops what the parser could not skip: the conditions not read (managedFields are never
+    /// decoded; clearing them keeps a hand-built `CachedPod` to the same shape).
     pub fn slim(&mut self) {
         self.metadata.managed_fields = None;
         if let Some(conditions) = self.status.as_mut().and_then(|s| s.conditions.as_mut()) {
@@ -118,6 +120,10 @@ mod tests {
                            "ready": true, "restartCount": 0}]}
         }))
         .unwrap();
+        assert_eq!(
+            cached.metadata.managed_fields, None,
+            "never decoded, not only dropped"
+        );
         cached.slim();
         let pod = serde_json::to_value(cached.to_pod()).unwrap();
         assert_eq!(

@@ -28,7 +28,8 @@ pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-co
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct CachedSandbox {
-    #[serde(default)]
+    /// Decoded without `managedFields` ([`controller_common::lean`]).
+    #[serde(default, deserialize_with = "controller_common::lean::object_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: CachedSandboxSpec,
@@ -118,8 +119,9 @@ impl CachedSandbox {
         }
     }
 
-    /// Drops what the parser could not skip: managedFields, the last-applied annotation and,
-    /// unless a Service is wanted, the container ports.
+    /// Drops what the parser could not skip: the last-applied annotation and, unless a Service
+    /// is wanted, the container ports (and managedFields, which only a [`Self::from_sandbox`]
+    /// copy can carry: the watch never decodes them).
     pub fn slim(&mut self) {
         self.metadata.managed_fields = None;
         if let Some(annotations) = self.metadata.annotations.as_mut() {
@@ -314,6 +316,15 @@ mod tests {
         let mut converted = CachedSandbox::from_sandbox(&full);
         converted.slim();
         assert_eq!(converted, cached(watched(Some(true))));
+    }
+
+    #[test]
+    fn the_watch_never_decodes_managed_fields() {
+        let decoded: CachedSandbox =
+            serde_json::from_value(watched(None)).expect("a valid Sandbox");
+        assert_eq!(decoded.metadata.managed_fields, None);
+        assert_eq!(decoded.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(decoded.metadata.generation, Some(2));
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use api_types::{Sandbox, SandboxStatus};
+use controller_common::events::{Event, EventRecorder, EventType};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 
@@ -62,7 +62,7 @@ pub struct Context {
     pub stores: Stores,
     pub settings: Settings,
     pub metrics: Metrics,
-    pub recorder: Option<Recorder>,
+    pub recorder: Option<EventRecorder>,
     /// Consecutive failures per Sandbox at one step (hashed), for exponential retry backoff.
     failures: Mutex<HashMap<ObjectRef<Sandbox>, (u32, u64)>>,
     /// Sandboxes whose creation latency was already recorded by this process.
@@ -91,7 +91,7 @@ impl Context {
         stores: Stores,
         settings: Settings,
         metrics: Metrics,
-        recorder: Option<Recorder>,
+        recorder: Option<EventRecorder>,
     ) -> Self {
         Context {
             client,

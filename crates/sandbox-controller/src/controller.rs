@@ -10,10 +10,12 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::utils::{PredicateConfig, WatchStreamExt};
 use kube::runtime::watcher;
+
+use controller_common::events::{EventRecorder, Reporter};
+use controller_common::lean::{Lean, lean_events};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -176,27 +178,28 @@ impl SandboxController {
             true,
         );
         let svc_stream = settled(
-            watcher(Api::<Service>::all(client.clone()), child_config)
-                .default_backoff()
-                .modify(|s: &mut Service| s.metadata.managed_fields = None)
-                .reflect(svc_w),
+            lean_events(watcher(
+                Api::<Lean<Service>>::all(client.clone()),
+                child_config,
+            ))
+            .default_backoff()
+            .reflect(svc_w),
             stores.services.clone(),
             true,
         );
         let pvc_stream = settled(
-            watcher(
-                Api::<PersistentVolumeClaim>::all(client.clone()),
+            lean_events(watcher(
+                Api::<Lean<PersistentVolumeClaim>>::all(client.clone()),
                 watcher::Config::default().page_size(LIST_PAGE_SIZE),
-            )
+            ))
             .default_backoff()
-            .modify(|p: &mut PersistentVolumeClaim| p.metadata.managed_fields = None)
             .reflect(pvc_w),
             stores.pvcs.clone(),
             true,
         );
 
         let recorder = options.settings.events.then(|| {
-            Recorder::new(
+            EventRecorder::new(
                 client.clone(),
                 Reporter {
                     controller: crate::context::FIELD_MANAGER.to_string(),

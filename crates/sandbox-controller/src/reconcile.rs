@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 use api_types::{OperatingMode, Sandbox, SandboxStatus, ShutdownPolicy};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use tracing::{Instrument, field};
+
+use controller_common::lean::Lean;
 
 use crate::cached_sandbox::CachedSandbox;
 use crate::context::Context;
@@ -91,7 +93,8 @@ pub fn error_policy(sandbox: Arc<CachedSandbox>, err: &Error, ctx: Arc<Context>)
     Action::requeue(delay)
 }
 
-fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Sandbox> {
+/// Sandbox requests; responses are decoded without managedFields.
+fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Lean<Sandbox>> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
 }
 
@@ -341,7 +344,7 @@ async fn write_status(
             // write, no re-stamped transition times from a stale cached status).
             ctx.remember_written(
                 sandbox,
-                written.metadata.resource_version.as_deref(),
+                written.meta().resource_version.as_deref(),
                 desired.clone(),
             );
         }

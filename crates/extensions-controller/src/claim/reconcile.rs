@@ -34,6 +34,8 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use controller_common::lean::Lean;
+
 mod acquire;
 mod report;
 
@@ -175,7 +177,8 @@ struct Pass<'a> {
     namespace: String,
     name: String,
     uid: String,
-    sandboxes: Api<Sandbox>,
+    /// Responses decoded without managedFields.
+    sandboxes: Api<Lean<Sandbox>>,
     now: Timestamp,
     /// Set when the status write hit a newer claim than the cached one.
     stale: std::sync::atomic::AtomicBool,
@@ -574,7 +577,7 @@ impl<'a> Pass<'a> {
         if let Some(name) = &remembered {
             // We bound it, but the cache has not caught up: ask the API server.
             match self.sandboxes.get_opt(name).await {
-                Ok(Some(sb)) if is_controlled_by(&sb.metadata, &self.uid) => {
+                Ok(Some(Lean(sb))) if is_controlled_by(&sb.metadata, &self.uid) => {
                     return Ok(Some(Ok(Arc::new(sb))));
                 }
                 Ok(_) => {}
@@ -672,7 +675,7 @@ impl<'a> Pass<'a> {
             .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(updated) => Ok((Binding::Bound(Arc::new(updated)), None)),
+            Ok(Lean(updated)) => Ok((Binding::Bound(Arc::new(updated)), None)),
             Err(e) if is_not_found(&e) => Ok((Binding::Missing, Some(Duration::from_millis(200)))),
             Err(e) => Err(Error::kube(
                 format!("sync metadata of Sandbox {}/{sb_name}", self.namespace),

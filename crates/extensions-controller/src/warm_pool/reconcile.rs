@@ -18,6 +18,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use controller_common::lean::Lean;
+
 use super::blueprint::{TemplateFacts, blueprint_hash, build_member, random_suffix, with_name};
 use super::in_flight::CacheView;
 use super::plan::{PlanInput, plan};
@@ -183,7 +185,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         unschedulable: &unschedulable,
     });
 
-    let api = Api::<Sandbox>::namespaced(ctx.client.clone(), namespace);
+    let api = Api::<Lean<Sandbox>>::namespaced(ctx.client.clone(), namespace);
     let mut errors: Vec<Error> = Vec::new();
     let mut requeue: Option<Duration> = None;
 
@@ -366,7 +368,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
     if let StatusWrite::Hold(left) = decision {
         requeue = min_requeue(requeue, left);
     } else if decision == StatusWrite::Now {
-        let pools = Api::<SandboxWarmPool>::namespaced(ctx.client.clone(), namespace);
+        let pools = Api::<Lean<SandboxWarmPool>>::namespaced(ctx.client.clone(), namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -407,14 +409,14 @@ const NAME_ATTEMPTS: usize = 3;
 /// Creates one copy of `member` under a fresh name ([`with_name`]), trying another name if the
 /// chosen one is taken.
 async fn create_named(
-    api: &Api<Sandbox>,
+    api: &Api<Lean<Sandbox>>,
     params: &PostParams,
     member: &Sandbox,
-) -> Result<Sandbox, kube::Error> {
+) -> Result<Lean<Sandbox>, kube::Error> {
     let mut attempt = 1;
     loop {
         match api
-            .create(params, &with_name(member, &random_suffix()))
+            .create(params, &Lean(with_name(member, &random_suffix())))
             .await
         {
             Err(e) if is_already_exists(&e) && attempt < NAME_ATTEMPTS => attempt += 1,
@@ -426,7 +428,7 @@ async fn create_named(
 /// Creates `count` copies of `member` in slow-start batches (1, 2, 4, ...), stopping after the
 /// first batch with a failure. `on_created` gets each created name.
 pub async fn create_in_batches(
-    api: &Api<Sandbox>,
+    api: &Api<Lean<Sandbox>>,
     member: &Sandbox,
     count: usize,
     on_created: impl Fn(String),
@@ -448,7 +450,7 @@ pub async fn create_in_batches(
             match result {
                 Ok(created) => {
                     outcome.successes += 1;
-                    if let Some(created_name) = created.metadata.name {
+                    if let Some(created_name) = created.0.metadata.name {
                         on_created(created_name);
                     }
                 }

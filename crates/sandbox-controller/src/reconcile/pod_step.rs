@@ -12,6 +12,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::Instrument;
 
+use controller_common::lean::Lean;
+
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
 use crate::error::{Error, is_status};
@@ -49,7 +51,8 @@ pub async fn reconcile_pod(sandbox: &Sandbox, ctx: &Context, hash: &str) -> PodO
     outcome
 }
 
-fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<Pod> {
+/// Pod requests; responses are decoded without managedFields.
+fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<Lean<Pod>> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
 }
 
@@ -72,6 +75,7 @@ async fn get_pod(
     pods_api(ctx, sandbox)
         .get_opt(name)
         .await
+        .map(|pod| pod.map(Lean::into_inner))
         .map_err(|e| Error::api(format!("pod get failed for \"{name}\""), e))
 }
 
@@ -304,10 +308,10 @@ async fn create_pod(
     let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
     // The cache keeps no more of the template's spec than the Service's ports (see
     // `cached_sandbox`): a create reads the whole Sandbox first.
-    let api: Api<Sandbox> =
+    let api: Api<Lean<Sandbox>> =
         Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
     let full = match api.get_opt(&sandbox_name).await {
-        Ok(Some(read)) if read.uid() == sandbox.uid() => read,
+        Ok(Some(Lean(read))) if read.uid() == sandbox.uid() => read,
         // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
         Ok(_) => return PodOutcome::default(),
         Err(err) => {
@@ -326,7 +330,7 @@ async fn create_pod(
         ..Default::default()
     };
     let created = pods_api(ctx, sandbox)
-        .create(&params, &pod)
+        .create(&params, &Lean(pod))
         .instrument(tracing::info_span!("createPod", pod.name = %sandbox_name))
         .await;
     match created {
@@ -337,7 +341,7 @@ async fn create_pod(
             // would cost one API write per Sandbox (the Pod itself is the record).
             set_annotation_to(sandbox, annotation, &sandbox_name);
             PodOutcome {
-                pod: Some(created),
+                pod: Some(created.0),
                 owned: true,
                 error: None,
             }
@@ -345,7 +349,9 @@ async fn create_pod(
         Err(err) if is_status(&err, 409) => {
             // Someone (or our own earlier pass) created it; read it back from the server.
             match pods_api(ctx, sandbox).get_opt(&sandbox_name).await {
-                Ok(Some(existing)) => existing_pod(sandbox, ctx, hash, existing, annotation).await,
+                Ok(Some(Lean(existing))) => {
+                    existing_pod(sandbox, ctx, hash, existing, annotation).await
+                }
                 Ok(None) => PodOutcome {
                     error: Some(Error::PodVanished(format!(
                         "pod \"{sandbox_name}\" not found"
@@ -380,14 +386,18 @@ async fn write_pod_name_annotation(
     };
     let patch = json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value.clone())]) } });
     let name = sandbox.name_any();
-    let api: Api<Sandbox> =
+    let api: Api<Lean<Sandbox>> =
         Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(written) => {
-            ctx.remember_pod_name(sandbox, written.metadata.resource_version.as_deref(), value);
+            ctx.remember_pod_name(
+                sandbox,
+                written.0.metadata.resource_version.as_deref(),
+                value,
+            );
             Ok(())
         }
         Err(err) if is_status(&err, 404) => Ok(()),

@@ -118,7 +118,7 @@ impl Pass<'_> {
                     }
                 }
                 match written {
-                    Ok(adopted) => {
+                    Ok(Lean(adopted)) => {
                         crate::claim::trace::mark_bound(&self.uid);
                         claim_state.bind(&self.uid, &sb_name);
                         self.adopted(pool, &current, &adopted);
@@ -126,7 +126,7 @@ impl Pass<'_> {
                     }
                     Err(e) if (is_conflict(&e) || is_not_found(&e)) && !fresh_read => {
                         match self.sandboxes.get_opt(&sb_name).await {
-                            Ok(Some(fresh))
+                            Ok(Some(Lean(fresh)))
                                 if crate::claim::candidate::is_member(&fresh, &pool_ref) =>
                             {
                                 current = Arc::new(fresh)
@@ -277,7 +277,7 @@ impl Pass<'_> {
         );
         let created = self
             .sandboxes
-            .create(&params, &sandbox)
+            .create(&params, &Lean(sandbox))
             .instrument(write.clone())
             .await;
         if let Err(e) = &created {
@@ -291,7 +291,7 @@ impl Pass<'_> {
             );
         }
         match created {
-            Ok(created) => {
+            Ok(Lean(created)) => {
                 crate::claim::trace::mark_bound(&self.uid);
                 self.ctx.claim.bind(&self.uid, &self.name);
                 self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");

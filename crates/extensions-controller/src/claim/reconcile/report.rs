@@ -26,7 +26,8 @@ impl Pass<'_> {
                 "sandbox": sandbox,
             },
         });
-        let claims = Api::<SandboxClaim>::namespaced(self.ctx.client.clone(), &self.namespace);
+        let claims =
+            Api::<Lean<SandboxClaim>>::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -39,7 +40,7 @@ impl Pass<'_> {
             Ok(stored) => {
                 self.ctx.claim.status_written(
                     &self.uid,
-                    stored.metadata.resource_version.as_deref(),
+                    stored.0.metadata.resource_version.as_deref(),
                     next,
                 );
                 Ok(true)
@@ -141,12 +142,12 @@ impl Pass<'_> {
         let (namespace, name, uid) = (self.namespace.clone(), self.name.clone(), self.uid.clone());
         let patch = json!({"metadata": {"annotations": stamp}});
         tokio::spawn(async move {
-            let claims = Api::<SandboxClaim>::namespaced(ctx.client.clone(), &namespace);
+            let claims = Api::<Lean<SandboxClaim>>::namespaced(ctx.client.clone(), &namespace);
             match claims
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(stamped) => {
+                Ok(Lean(stamped)) => {
                     // The stamp moved the claim's resourceVersion: a later pass on a cache
                     // that has not seen it must guard its status write with the new one, not
                     // send a doomed 409.
