@@ -1,5 +1,10 @@
 //! The in-memory object store: one lock, one global resourceVersion, a bounded event history and
-//! a broadcast channel that feeds watchers without holding the lock while they write to sockets.
+//! broadcast channels (one per resource for watchers, one for every event) that feed watchers
+//! without holding the lock while they write to sockets.
+//!
+//! Request handlers compute updates and patches outside the lock ([`Store::write_optimistic`]):
+//! the lock is held only to look an object up and to commit, and a commit happens only onto the
+//! version the computation started from.
 //!
 //! Objects are kept as `Arc<Value>` in a `BTreeMap` per resource, keyed by (namespace, name), so
 //! lookups are O(log n) and lists come out sorted like a real server's.
@@ -101,6 +106,12 @@ struct Inner {
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
     /// uid -> object
     uids: HashMap<String, ObjectKey>,
+    /// Owner UIDs in `dependents` that no stored object has (kept with both indexes, so the
+    /// garbage collector's sweep does not scan every owner).
+    missing_owners: BTreeSet<String>,
+    /// Events just dropped from the history: freed after the lock is released, since freeing
+    /// an object is as costly as copying it.
+    evicted: Vec<Arc<Event>>,
     /// Objects with a deletionTimestamp.
     terminating: BTreeSet<ObjectKey>,
     /// One channel per resource for its watchers, so that a write wakes only the watchers of
@@ -126,6 +137,8 @@ impl Store {
                 compacted_rv: 1,
                 dependents: HashMap::new(),
                 uids: HashMap::new(),
+                missing_owners: BTreeSet::new(),
+                evicted: Vec::new(),
                 terminating: BTreeSet::new(),
                 resource_channels: HashMap::new(),
                 watch_buffer: watch_buffer.max(16),
@@ -236,7 +249,11 @@ impl Store {
         let current = lookup(&inner, group_resource, namespace, name);
         let next_rv = inner.rv + 1;
         let op = f(current.as_ref(), next_rv)?;
-        Ok(self.commit(&mut inner, group_resource, namespace, name, current, op))
+        let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+        let evicted = std::mem::take(&mut inner.evicted);
+        drop(inner);
+        drop(evicted);
+        Ok(outcome)
     }
 
     /// [`Store::write`] with the closure run outside the lock: it sees the object as it is when
@@ -262,7 +279,11 @@ impl Store {
                 _ => false,
             };
             if still {
-                return Ok(self.commit(&mut inner, group_resource, namespace, name, current, op));
+                let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+                let evicted = std::mem::take(&mut inner.evicted);
+                drop(inner);
+                drop(evicted);
+                return Ok(outcome);
             }
         }
     }
@@ -369,6 +390,7 @@ impl Store {
         while inner.history.len() > inner.history_limit {
             if let Some(old) = inner.history.pop_front() {
                 inner.compacted_rv = old.rv;
+                inner.evicted.push(old);
             }
         }
         // No receivers is fine.
@@ -423,10 +445,10 @@ impl Store {
     pub fn with_missing_owner(&self) -> Vec<ObjectKey> {
         let inner = self.lock();
         let mut out: Vec<ObjectKey> = inner
-            .dependents
+            .missing_owners
             .iter()
-            .filter(|(owner, _)| !inner.uids.contains_key(*owner))
-            .flat_map(|(_, keys)| keys.iter().cloned())
+            .filter_map(|owner| inner.dependents.get(owner))
+            .flat_map(|keys| keys.iter().cloned())
             .collect();
         drop(inner);
         out.sort();
@@ -516,9 +538,13 @@ fn uid_of(obj: &Value) -> Option<String> {
 
 fn index(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
     for uid in owner_uids(obj) {
+        if !inner.uids.contains_key(&uid) {
+            inner.missing_owners.insert(uid.clone());
+        }
         inner.dependents.entry(uid).or_default().insert(key.clone());
     }
     if let Some(uid) = uid_of(obj) {
+        inner.missing_owners.remove(&uid);
         inner.uids.insert(uid, key.clone());
     }
     if obj.pointer("/metadata/deletionTimestamp").is_some() {
@@ -532,11 +558,15 @@ fn unindex(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
             set.remove(key);
             if set.is_empty() {
                 inner.dependents.remove(&uid);
+                inner.missing_owners.remove(&uid);
             }
         }
     }
     if let Some(uid) = uid_of(obj) {
         inner.uids.remove(&uid);
+        if inner.dependents.contains_key(&uid) {
+            inner.missing_owners.insert(uid);
+        }
     }
     inner.terminating.remove(key);
 }
@@ -723,5 +753,17 @@ mod tests {
         assert_eq!(names(store.with_missing_owner()), ["half", "orphan"]);
         put(&store, "owner", "1");
         assert!(store.with_missing_owner().is_empty());
+        // the owner goes: its dependents are found again; a dependent that goes is not
+        store
+            .write::<()>("configmaps", "default", "owner", |_, _| Ok(WriteOp::Delete))
+            .unwrap();
+        store
+            .write::<()>("configmaps", "default", "orphan", |_, _| {
+                Ok(WriteOp::Delete)
+            })
+            .unwrap();
+        assert_eq!(names(store.with_missing_owner()), ["half", "kept"]);
+        owned("half", &[]);
+        assert_eq!(names(store.with_missing_owner()), ["kept"]);
     }
 }

@@ -3,7 +3,7 @@
 //! `resourceVersion` unset or `0` replays the current objects as ADDED; a given one sends every
 //! change after it, in order; one older than the retained history gets an in-stream ERROR 410
 //! `Expired`. Bookmarks, `timeoutSeconds` and `sendInitialEvents` are honoured. Each watch runs in
-//! its own task fed from the store's broadcast channel; a watcher that falls too far behind gets
+//! its own task fed from its resource's broadcast channel in the store; a watcher that falls too far behind gets
 //! ERROR 410 and is closed, so it never slows writers down.
 
 use std::sync::Arc;

@@ -78,6 +78,12 @@ pub fn record_update_ignoring(
         );
         return;
     }
+    // The write usually sends back the list it read: those entries are moved into the result
+    // instead of copying the stored ones.
+    let sent_copy = match sent {
+        Some(Value::Array(_)) if sent == stored => take_managed_fields(new),
+        _ => Vec::new(),
+    };
     let change = Change::between(old, new, shape, ignored);
     let stored_entries: &[Value] = match stored {
         Some(Value::Array(entries)) => entries,
@@ -85,7 +91,8 @@ pub fn record_update_ignoring(
     };
     let mut managers: Vec<LazyEntry> = stored_entries
         .iter()
-        .filter_map(LazyEntry::of_stored)
+        .enumerate()
+        .filter_map(|(position, entry)| LazyEntry::of_stored(position, entry))
         .collect();
     for entry in &mut managers {
         entry.drop_lost(&change);
@@ -116,12 +123,25 @@ pub fn record_update_ignoring(
                 raw: None,
             },
             stored: &Value::Null,
+            position: usize::MAX,
             decoded: true,
             modified: true,
         }),
         None => {}
     }
-    finish_lazy(old, new, managers);
+    finish_lazy(old, new, managers, sent_copy);
+}
+
+/// Move `metadata.managedFields` (an array) out of an object.
+fn take_managed_fields(object: &mut Value) -> Vec<Value> {
+    match object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove("managedFields"))
+    {
+        Some(Value::Array(entries)) => entries,
+        _ => Vec::new(),
+    }
 }
 
 /// `managedFields: [{}]`: the write clears ownership.
@@ -329,16 +349,19 @@ struct LazyEntry<'a> {
     entry: ManagedEntry,
     /// The entry as stored.
     stored: &'a Value,
+    /// Where it is in the stored list.
+    position: usize,
     decoded: bool,
     /// The fields or time changed: the entry is encoded afresh.
     modified: bool,
 }
 
 impl<'a> LazyEntry<'a> {
-    fn of_stored(stored: &'a Value) -> Option<Self> {
+    fn of_stored(position: usize, stored: &'a Value) -> Option<Self> {
         Some(LazyEntry {
             entry: parse_entry(stored, false)?,
             stored,
+            position,
             decoded: false,
             modified: false,
         })
@@ -398,18 +421,28 @@ impl<'a> LazyEntry<'a> {
         entry
     }
 
-    fn to_json(&self) -> Value {
+    /// The entry to store: encoded afresh when modified, else as stored (moved out of
+    /// `stored_copy`, an equal copy of the stored list, when there is one).
+    fn into_json(self, stored_copy: &mut [Value]) -> Value {
         if self.modified {
-            self.entry.to_json()
-        } else {
-            self.stored.clone()
+            return self.entry.to_json();
+        }
+        match stored_copy.get_mut(self.position) {
+            Some(copy) => std::mem::take(copy),
+            None => self.stored.clone(),
         }
     }
 }
 
 /// [`finish`] for lazily decoded entries: keep the stored list when the write changed nothing
 /// (a no-op stays a no-op), else encode the entries in the API server's order.
-fn finish_lazy(old: Option<&Value>, new: &mut Value, mut managers: Vec<LazyEntry>) {
+/// `stored_copy` is empty or an equal copy of the stored list, to move entries from.
+fn finish_lazy(
+    old: Option<&Value>,
+    new: &mut Value,
+    mut managers: Vec<LazyEntry>,
+    mut stored_copy: Vec<Value>,
+) {
     if let Some(old) = old
         && super::super::equal_ignoring_metadata(old, new, &["managedFields"])
     {
@@ -424,14 +457,22 @@ fn finish_lazy(old: Option<&Value>, new: &mut Value, mut managers: Vec<LazyEntry
         if managers.iter().all(|m| !m.is_empty())
             && let Some(stored) = managed_fields_of(old)
         {
-            let stored = stored.clone();
+            let stored = match stored {
+                Value::Array(entries) if entries.len() == stored_copy.len() => {
+                    Value::Array(stored_copy)
+                }
+                other => other.clone(),
+            };
             set_managed_fields(new, stored);
             return;
         }
     }
     managers.retain(|e| !e.is_empty());
     managers.sort_by(|a, b| super::entry_order(&a.entry, &b.entry));
-    let encoded = managers.iter().map(LazyEntry::to_json).collect();
+    let encoded = managers
+        .into_iter()
+        .map(|m| m.into_json(&mut stored_copy))
+        .collect();
     set_managed_fields(new, Value::Array(encoded));
 }
 
