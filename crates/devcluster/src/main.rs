@@ -8,6 +8,12 @@ use clap::Parser;
 use devcluster::nodes::{Delay, NodeConfig, parse_duration};
 use devcluster::observe::{FaultConfig, FaultRule, ObserverConfig, WatchClose};
 
+/// The server allocates and frees a JSON tree or two per request: under
+/// `cargo xtask bench --scenario saturate` glibc's malloc and free took about a third of its
+/// CPU, which mimalloc cuts (see the branch's report in docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A local Kubernetes API server with simulated nodes, for trying agent-sandbox and for its tests.
 #[derive(Debug, Parser)]
 #[command(name = "devcluster", version)]
