@@ -10,8 +10,8 @@ use devcluster::observe::{FaultConfig, FaultRule, ObserverConfig, WatchClose};
 
 /// The server allocates and frees a JSON tree or two per request: under
 /// `cargo xtask bench --scenario saturate` glibc's malloc and free took about a third of its
-/// CPU. mimalloc spends less on it, at the price of a larger resident set (about 4.4 instead of
-/// 4.2 GiB at the end of saturate, 170-235 instead of 140-180 MiB in the `devcluster` scenario).
+/// CPU. mimalloc spends less on it, at the price of a larger resident set (170-235 instead of
+/// 110-180 MiB after the bench's `devcluster` scenario).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
