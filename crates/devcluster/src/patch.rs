@@ -49,6 +49,35 @@ pub use strategic::strategic_merge_patch;
 
 use serde_json::Value;
 
+/// Whether two objects are equal apart from the named members of `metadata` (e.g.
+/// `resourceVersion`, `managedFields`), compared in place without copying either.
+pub fn equal_ignoring_metadata(a: &Value, b: &Value, ignored: &[&str]) -> bool {
+    let (Some(a_map), Some(b_map)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    a_map.len() == b_map.len()
+        && a_map.iter().all(|(key, a_value)| match b_map.get(key) {
+            None => false,
+            Some(b_value) if key == "metadata" => {
+                let (Some(a_meta), Some(b_meta)) = (a_value.as_object(), b_value.as_object())
+                else {
+                    return a_value == b_value;
+                };
+                let kept = |meta: &'_ serde_json::Map<String, Value>| {
+                    meta.keys()
+                        .filter(|k| !ignored.contains(&k.as_str()))
+                        .count()
+                };
+                kept(a_meta) == kept(b_meta)
+                    && a_meta
+                        .iter()
+                        .filter(|(k, _)| !ignored.contains(&k.as_str()))
+                        .all(|(k, v)| b_meta.get(k) == Some(v))
+            }
+            Some(b_value) => a_value == b_value,
+        })
+}
+
 /// The group/version and kind of an object, used to pick merge keys and list types.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TypeMeta {

@@ -1,5 +1,10 @@
 //! The in-memory object store: one lock, one global resourceVersion, a bounded event history and
-//! a broadcast channel that feeds watchers without holding the lock while they write to sockets.
+//! broadcast channels (one per resource for watchers, one for every event) that feed watchers
+//! without holding the lock while they write to sockets.
+//!
+//! Request handlers compute updates and patches outside the lock ([`Store::write_optimistic`]):
+//! the lock is held only to look an object up and to commit, and a commit happens only onto the
+//! version the computation started from.
 //!
 //! Objects are kept as `Arc<Value>` in a `BTreeMap` per resource, keyed by (namespace, name), so
 //! lookups are O(log n) and lists come out sorted like a real server's.
@@ -101,8 +106,18 @@ struct Inner {
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
     /// uid -> object
     uids: HashMap<String, ObjectKey>,
+    /// Owner UIDs in `dependents` that no stored object has (kept with both indexes, so the
+    /// garbage collector's sweep does not scan every owner).
+    missing_owners: BTreeSet<String>,
+    /// Events just dropped from the history: freed after the lock is released, since freeing
+    /// an object is as costly as copying it.
+    evicted: Vec<Arc<Event>>,
     /// Objects with a deletionTimestamp.
     terminating: BTreeSet<ObjectKey>,
+    /// One channel per resource for its watchers, so that a write wakes only the watchers of
+    /// its resource (created by the first watch of a resource).
+    resource_channels: HashMap<String, broadcast::Sender<Arc<Event>>>,
+    watch_buffer: usize,
 }
 
 pub struct Store {
@@ -122,7 +137,11 @@ impl Store {
                 compacted_rv: 1,
                 dependents: HashMap::new(),
                 uids: HashMap::new(),
+                missing_owners: BTreeSet::new(),
+                evicted: Vec::new(),
                 terminating: BTreeSet::new(),
+                resource_channels: HashMap::new(),
+                watch_buffer: watch_buffer.max(16),
             }),
             tx,
         }
@@ -177,16 +196,23 @@ impl Store {
         }
     }
 
-    /// Subscribe to changes. Consistent with `start`: no event is lost or repeated between the
-    /// snapshot/history and the live channel.
+    /// Subscribe to changes of one resource. Consistent with `start`: no event is lost or
+    /// repeated between the snapshot/history and the live channel, which carries only this
+    /// resource's events. Every event up to [`Store::current_rv`] is in the channel by the time
+    /// that returns (events are sent under the store lock).
     pub fn watch(
         &self,
         group_resource: &str,
         namespace: Option<&str>,
         from_rv: Option<u64>,
     ) -> (WatchStart, broadcast::Receiver<Arc<Event>>) {
-        let inner = self.lock();
-        let rx = self.tx.subscribe();
+        let mut inner = self.lock();
+        let capacity = inner.watch_buffer;
+        let rx = inner
+            .resource_channels
+            .entry(group_resource.to_string())
+            .or_insert_with(|| broadcast::channel(capacity).0)
+            .subscribe();
         let start = match from_rv {
             None => WatchStart::Replay(list_locked(&inner, group_resource, namespace), inner.rv),
             Some(rv) if rv < inner.compacted_rv => WatchStart::Expired {
@@ -220,34 +246,80 @@ impl Store {
         f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
     ) -> Result<WriteOutcome, E> {
         let mut inner = self.lock();
-        let key = (namespace.to_string(), name.to_string());
-        let current = inner
-            .objects
-            .get(group_resource)
-            .and_then(|m| m.get(&key))
-            .cloned();
+        let current = lookup(&inner, group_resource, namespace, name);
         let next_rv = inner.rv + 1;
         let op = f(current.as_ref(), next_rv)?;
+        let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+        let evicted = std::mem::take(&mut inner.evicted);
+        drop(inner);
+        drop(evicted);
+        Ok(outcome)
+    }
+
+    /// [`Store::write`] with the closure run outside the lock: it sees the object as it is when
+    /// the write starts, and its result is committed only if the object is still that one (the
+    /// same stored version, or still absent); otherwise the closure runs again on the newer
+    /// object. Writes to different objects compute in parallel and hold the lock only to commit.
+    /// An error the closure returns ends the write (it was right for the version it saw).
+    pub fn write_optimistic<E>(
+        &self,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        mut f: impl FnMut(Option<&Arc<Value>>) -> Result<WriteOp, E>,
+    ) -> Result<WriteOutcome, E> {
+        loop {
+            let seen = self.get(group_resource, namespace, name);
+            let op = f(seen.as_ref())?;
+            let mut inner = self.lock();
+            let current = lookup(&inner, group_resource, namespace, name);
+            let still = match (&seen, &current) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+            if still {
+                let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+                let evicted = std::mem::take(&mut inner.evicted);
+                drop(inner);
+                drop(evicted);
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Apply a write's decision to the object `current` (as found under the lock).
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        current: Option<Arc<Value>>,
+        op: WriteOp,
+    ) -> WriteOutcome {
+        let next_rv = inner.rv + 1;
+        let key = (namespace.to_string(), name.to_string());
         let okey = ObjectKey {
             group_resource: group_resource.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
-        let outcome = match op {
+        match op {
             WriteOp::Unchanged => WriteOutcome::Unchanged(current),
             WriteOp::Put(mut obj) => {
                 if let Some(cur) = &current
                     && same_object(cur, &obj)
                 {
-                    return Ok(WriteOutcome::Unchanged(current));
+                    return WriteOutcome::Unchanged(current);
                 }
                 inner.rv = next_rv;
                 set_rv(&mut obj, next_rv);
                 let obj = Arc::new(obj);
                 if let Some(cur) = &current {
-                    unindex(&mut inner, &okey, cur);
+                    unindex(inner, &okey, cur);
                 }
-                index(&mut inner, &okey, &obj);
+                index(inner, &okey, &obj);
                 inner
                     .objects
                     .entry(group_resource.to_string())
@@ -259,7 +331,7 @@ impl Store {
                     EventType::Added
                 };
                 self.emit(
-                    &mut inner,
+                    inner,
                     group_resource,
                     event_type,
                     obj.clone(),
@@ -273,7 +345,7 @@ impl Store {
             }
             op @ (WriteOp::Delete | WriteOp::DeleteWith(_)) => {
                 let Some(cur) = current else {
-                    return Ok(WriteOutcome::Unchanged(None));
+                    return WriteOutcome::Unchanged(None);
                 };
                 inner.rv = next_rv;
                 let mut last = match op {
@@ -282,12 +354,12 @@ impl Store {
                 };
                 set_rv(&mut last, next_rv);
                 let last = Arc::new(last);
-                unindex(&mut inner, &okey, &cur);
+                unindex(inner, &okey, &cur);
                 if let Some(m) = inner.objects.get_mut(group_resource) {
                     m.remove(&key);
                 }
                 self.emit(
-                    &mut inner,
+                    inner,
                     group_resource,
                     EventType::Deleted,
                     last.clone(),
@@ -295,8 +367,7 @@ impl Store {
                 );
                 WriteOutcome::Deleted(last)
             }
-        };
-        Ok(outcome)
+        }
     }
 
     fn emit(
@@ -319,9 +390,13 @@ impl Store {
         while inner.history.len() > inner.history_limit {
             if let Some(old) = inner.history.pop_front() {
                 inner.compacted_rv = old.rv;
+                inner.evicted.push(old);
             }
         }
         // No receivers is fine.
+        if let Some(tx) = inner.resource_channels.get(group_resource) {
+            let _ = tx.send(event.clone());
+        }
         let _ = self.tx.send(event);
     }
 
@@ -370,10 +445,10 @@ impl Store {
     pub fn with_missing_owner(&self) -> Vec<ObjectKey> {
         let inner = self.lock();
         let mut out: Vec<ObjectKey> = inner
-            .dependents
+            .missing_owners
             .iter()
-            .filter(|(owner, _)| !inner.uids.contains_key(*owner))
-            .flat_map(|(_, keys)| keys.iter().cloned())
+            .filter_map(|owner| inner.dependents.get(owner))
+            .flat_map(|keys| keys.iter().cloned())
             .collect();
         drop(inner);
         out.sort();
@@ -411,6 +486,14 @@ impl Store {
     }
 }
 
+fn lookup(inner: &Inner, group_resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+    inner
+        .objects
+        .get(group_resource)?
+        .get(&(namespace.to_string(), name.to_string()))
+        .cloned()
+}
+
 fn list_locked(inner: &Inner, group_resource: &str, namespace: Option<&str>) -> Vec<Arc<Value>> {
     let Some(m) = inner.objects.get(group_resource) else {
         return Vec::new();
@@ -433,31 +516,7 @@ fn set_rv(obj: &mut Value, rv: u64) {
 
 /// Equal ignoring `metadata.resourceVersion` and `metadata.managedFields`.
 fn same_object(a: &Value, b: &Value) -> bool {
-    let (Some(am), Some(bm)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    if am.len() != bm.len() {
-        return false;
-    }
-    for (k, av) in am {
-        let Some(bv) = bm.get(k) else { return false };
-        if k == "metadata" {
-            let strip = |v: &Value| {
-                let mut v = v.clone();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("resourceVersion");
-                    o.remove("managedFields");
-                }
-                v
-            };
-            if strip(av) != strip(bv) {
-                return false;
-            }
-        } else if av != bv {
-            return false;
-        }
-    }
-    true
+    crate::patch::equal_ignoring_metadata(a, b, &["resourceVersion", "managedFields"])
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
@@ -479,9 +538,13 @@ fn uid_of(obj: &Value) -> Option<String> {
 
 fn index(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
     for uid in owner_uids(obj) {
+        if !inner.uids.contains_key(&uid) {
+            inner.missing_owners.insert(uid.clone());
+        }
         inner.dependents.entry(uid).or_default().insert(key.clone());
     }
     if let Some(uid) = uid_of(obj) {
+        inner.missing_owners.remove(&uid);
         inner.uids.insert(uid, key.clone());
     }
     if obj.pointer("/metadata/deletionTimestamp").is_some() {
@@ -495,11 +558,15 @@ fn unindex(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
             set.remove(key);
             if set.is_empty() {
                 inner.dependents.remove(&uid);
+                inner.missing_owners.remove(&uid);
             }
         }
     }
     if let Some(uid) = uid_of(obj) {
         inner.uids.remove(&uid);
+        if inner.dependents.contains_key(&uid) {
+            inner.missing_owners.insert(uid);
+        }
     }
     inner.terminating.remove(key);
 }
@@ -531,6 +598,120 @@ mod tests {
         let (items, rv) = store.list("configmaps", Some("default"));
         assert_eq!(items.len(), 2);
         assert_eq!(rv, 3);
+    }
+
+    /// Increment `data.n` of configmap "counter" through an optimistic write.
+    fn increment(store: &Store) -> WriteOutcome {
+        store
+            .write_optimistic::<()>("configmaps", "default", "counter", |current| {
+                let mut next = current.map_or_else(
+                    || json!({"metadata": {"name": "counter", "namespace": "default"}, "data": {"n": 0}}),
+                    |c| (**c).clone(),
+                );
+                let n = next["data"]["n"].as_u64().unwrap_or(0);
+                next["data"]["n"] = json!(n + 1);
+                Ok(WriteOp::Put(next))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn concurrent_optimistic_writers_lose_no_update() {
+        let store = Arc::new(Store::new(10_000, 10_000));
+        let (threads, each) = (4, 250);
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..each {
+                        increment(&store);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("writer thread");
+        }
+        let counter = store.get("configmaps", "default", "counter").unwrap();
+        assert_eq!(counter["data"]["n"], threads * each);
+        // one resourceVersion per write, and the history holds each value once, in order
+        assert_eq!(store.current_rv(), 1 + threads * each);
+        assert_eq!(
+            counter["metadata"]["resourceVersion"],
+            (1 + threads * each).to_string()
+        );
+        let (start, _rx) = store.watch("configmaps", None, Some(1));
+        let WatchStart::History(events) = start else {
+            panic!("expected history");
+        };
+        let values: Vec<u64> = events
+            .iter()
+            .map(|e| e.object["data"]["n"].as_u64().unwrap())
+            .collect();
+        assert_eq!(values, (1..=threads * each).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_optimistic_write_recomputes_on_the_newer_object_and_keeps_its_errors() {
+        let store = Store::new(100, 100);
+        increment(&store);
+        let mut runs = Vec::new();
+        let outcome = store
+            .write_optimistic::<()>("configmaps", "default", "counter", |current| {
+                let seen = current.unwrap()["data"]["n"].as_u64().unwrap();
+                runs.push(seen);
+                if runs.len() == 1 {
+                    // another writer commits while this one computes
+                    increment(&store);
+                }
+                let mut next = (**current.unwrap()).clone();
+                next["data"]["n"] = json!(seen * 10);
+                Ok(WriteOp::Put(next))
+            })
+            .unwrap();
+        assert_eq!(runs, [1, 2], "the second run saw the other writer's update");
+        assert_eq!(outcome.object().unwrap()["data"]["n"], 20);
+        assert_eq!(store.current_rv(), 4);
+        // A conflict decided on the version seen is returned as is, and nothing is written.
+        let err =
+            store.write_optimistic("configmaps", "default", "counter", |current| match current
+                .and_then(|c| c["metadata"]["resourceVersion"].as_str())
+            {
+                Some("3") => Ok(WriteOp::Delete),
+                other => Err(format!("stale: {other:?}")),
+            });
+        assert_eq!(err.unwrap_err(), "stale: Some(\"4\")");
+        assert_eq!(store.current_rv(), 4);
+        // A create finds the object absent, or recomputes.
+        let created = store
+            .write_optimistic::<()>("configmaps", "default", "fresh", |current| {
+                assert!(current.is_none());
+                Ok(WriteOp::Put(
+                    json!({"metadata": {"name": "fresh", "namespace": "default"}}),
+                ))
+            })
+            .unwrap();
+        assert!(matches!(created, WriteOutcome::Created(_)));
+    }
+
+    #[test]
+    fn watch_channels_carry_only_their_resource() {
+        let store = Store::new(100, 100);
+        let (_, mut pods) = store.watch("pods", None, None);
+        put(&store, "a", "1");
+        store
+            .write::<()>("pods", "default", "p", |_, _| {
+                Ok(WriteOp::Put(
+                    json!({"metadata": {"name": "p", "namespace": "default"}}),
+                ))
+            })
+            .unwrap();
+        let event = pods.try_recv().expect("the pod's event");
+        assert_eq!((&*event.group_resource, event.rv), ("pods", 3));
+        assert!(
+            pods.try_recv().is_err(),
+            "the configmap write is not on the pods channel"
+        );
     }
 
     #[test]
@@ -572,5 +753,17 @@ mod tests {
         assert_eq!(names(store.with_missing_owner()), ["half", "orphan"]);
         put(&store, "owner", "1");
         assert!(store.with_missing_owner().is_empty());
+        // the owner goes: its dependents are found again; a dependent that goes is not
+        store
+            .write::<()>("configmaps", "default", "owner", |_, _| Ok(WriteOp::Delete))
+            .unwrap();
+        store
+            .write::<()>("configmaps", "default", "orphan", |_, _| {
+                Ok(WriteOp::Delete)
+            })
+            .unwrap();
+        assert_eq!(names(store.with_missing_owner()), ["half", "kept"]);
+        owned("half", &[]);
+        assert_eq!(names(store.with_missing_owner()), ["kept"]);
     }
 }

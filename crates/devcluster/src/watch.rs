@@ -3,7 +3,7 @@
 //! `resourceVersion` unset or `0` replays the current objects as ADDED; a given one sends every
 //! change after it, in order; one older than the retained history gets an in-stream ERROR 410
 //! `Expired`. Bookmarks, `timeoutSeconds` and `sendInitialEvents` are honoured. Each watch runs in
-//! its own task fed from the store's broadcast channel; a watcher that falls too far behind gets
+//! its own task fed from its resource's broadcast channel in the store; a watcher that falls too far behind gets
 //! ERROR 410 and is closed, so it never slows writers down.
 
 use std::sync::Arc;
@@ -202,6 +202,7 @@ pub fn serve(state: &SharedState, req: ResourceRequest) -> Result<Response, ApiE
             timeout,
             bookmark_interval: options.bookmark_interval,
             shutdown: state.shutdown.clone(),
+            state: state.clone(),
         },
     ));
     let body = Body::from_stream(futures::StreamExt::map(
@@ -224,6 +225,35 @@ struct WatchSettings {
     timeout: Duration,
     bookmark_interval: Duration,
     shutdown: tokio_util::sync::CancellationToken,
+    /// For the store's current resourceVersion (bookmarks).
+    state: SharedState,
+}
+
+/// What became of an event passed to a watcher.
+enum Delivery {
+    /// Sent, or not for this watcher.
+    Done,
+    /// The client is gone.
+    Gone,
+}
+
+/// Send a live event to the watcher if it is one for it: only changes after the requested
+/// version (one the store has not reached yet included), as a real server's watch cache sends
+/// them.
+async fn deliver(w: &mut Watcher, e: &Event, group_resource: &str, from_rv: u64) -> Delivery {
+    if &*e.group_resource != group_resource || e.rv <= from_rv {
+        return Delivery::Done;
+    }
+    if let Some(f) = w.frame_for(
+        e.event_type,
+        &e.object,
+        e.previous.as_deref(),
+        Some(&e.encoded),
+    ) && !w.send(f).await
+    {
+        return Delivery::Gone;
+    }
+    Delivery::Done
 }
 
 async fn run(
@@ -281,26 +311,38 @@ async fn run(
             _ = s.shutdown.cancelled() => return,
             _ = w.tx.closed() => return,
             _ = ticker.tick() => {
-                if s.bookmarks && progress_rv > 0 && !w.send(w.bookmark(progress_rv, false)).await {
+                if !s.bookmarks {
+                    continue;
+                }
+                // The channel carries only this resource's events: the bookmark gives the
+                // store's version, once every event of this resource up to it (all in the
+                // channel by now) has gone out.
+                let store_rv = s.state.store.current_rv();
+                loop {
+                    match live.try_recv() {
+                        Ok(e) => {
+                            progress_rv = progress_rv.max(e.rv);
+                            if let Delivery::Gone = deliver(&mut w, &e, &group_resource, s.from_rv).await {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::TryRecvError::Empty) => break,
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            w.expired(format!("the watcher fell {n} events behind and was dropped; resume with a new list")).await;
+                            return;
+                        }
+                        Err(broadcast::error::TryRecvError::Closed) => return,
+                    }
+                }
+                progress_rv = progress_rv.max(store_rv);
+                if progress_rv > 0 && !w.send(w.bookmark(progress_rv, false)).await {
                     return;
                 }
             }
             msg = live.recv() => match msg {
                 Ok(e) => {
                     progress_rv = progress_rv.max(e.rv);
-                    // Only changes after the requested version (one the store has not reached
-                    // yet included), as a real server's watch cache sends them.
-                    if e.group_resource != group_resource || e.rv <= s.from_rv {
-                        continue;
-                    }
-                    if let Some(f) = w.frame_for(
-                    e.event_type,
-                    &e.object,
-                    e.previous.as_deref(),
-                    Some(&e.encoded),
-                )
-                        && !w.send(f).await
-                    {
+                    if let Delivery::Gone = deliver(&mut w, &e, &group_resource, s.from_rv).await {
                         return;
                     }
                 }

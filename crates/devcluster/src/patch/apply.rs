@@ -6,11 +6,9 @@
 //! removes the fields the manager applied last time and no longer applies when nobody else owns
 //! them. Ordinary writes ([`record_update`]) take ownership of what they changed, silently.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Map, Value, json};
 
-use super::fieldset::{FieldPath, FieldSet, PathElement, node_values, remove_at, value_at};
+use super::fieldset::{FieldPath, FieldSet, PathElement, remove_at, value_at};
 use super::shape::FieldShape;
 use merge::merge_applied;
 
@@ -146,24 +144,37 @@ fn parse_managed(list: Option<&Value>) -> Vec<ManagedEntry> {
     entries
         .iter()
         .filter_map(|entry| {
-            let text = |name: &str| entry.get(name).and_then(Value::as_str).map(str::to_string);
-            if text("fieldsType").as_deref().unwrap_or("FieldsV1") != "FieldsV1" {
-                return None;
-            }
-            Some(ManagedEntry {
-                manager: text("manager").unwrap_or_default(),
-                operation: text("operation").unwrap_or_else(|| "Update".into()),
-                api_version: text("apiVersion").unwrap_or_default(),
-                time: text("time"),
-                subresource: text("subresource").unwrap_or_default(),
-                fields: entry
-                    .get("fieldsV1")
-                    .map(FieldSet::from_fields_v1)
-                    .unwrap_or_default(),
-                raw: Some(entry.clone()),
-            })
+            let mut parsed = parse_entry(entry, true)?;
+            parsed.raw = Some(entry.clone());
+            Some(parsed)
         })
         .collect()
+}
+
+/// One stored entry (`None` for a `fieldsType` other than `FieldsV1`), its `fieldsV1` decoded
+/// when `decode_fields`, else left empty; `raw` is left unset.
+fn parse_entry(entry: &Value, decode_fields: bool) -> Option<ManagedEntry> {
+    let text = |name: &str| entry.get(name).and_then(Value::as_str).map(str::to_string);
+    if entry
+        .get("fieldsType")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t != "FieldsV1")
+    {
+        return None;
+    }
+    let fields = match entry.get("fieldsV1") {
+        Some(fields) if decode_fields => FieldSet::from_fields_v1(fields),
+        _ => FieldSet::default(),
+    };
+    Some(ManagedEntry {
+        manager: text("manager").unwrap_or_default(),
+        operation: text("operation").unwrap_or_else(|| "Update".into()),
+        api_version: text("apiVersion").unwrap_or_default(),
+        time: text("time"),
+        subresource: text("subresource").unwrap_or_default(),
+        fields,
+        raw: None,
+    })
 }
 
 fn managed_fields_of(object: &Value) -> Option<&Value> {
@@ -174,15 +185,17 @@ fn managed_fields_of(object: &Value) -> Option<&Value> {
 /// subresource.
 fn encode_managed(mut entries: Vec<ManagedEntry>) -> Value {
     entries.retain(|e| !e.fields.is_empty());
-    entries.sort_by(|a, b| {
-        a.operation
-            .cmp(&b.operation)
-            .then_with(|| a.time.cmp(&b.time))
-            .then_with(|| a.manager.cmp(&b.manager))
-            .then_with(|| a.api_version.cmp(&b.api_version))
-            .then_with(|| a.subresource.cmp(&b.subresource))
-    });
+    entries.sort_by(entry_order);
     Value::Array(entries.iter().map(ManagedEntry::to_json).collect())
+}
+
+fn entry_order(a: &ManagedEntry, b: &ManagedEntry) -> std::cmp::Ordering {
+    a.operation
+        .cmp(&b.operation)
+        .then_with(|| a.time.cmp(&b.time))
+        .then_with(|| a.manager.cmp(&b.manager))
+        .then_with(|| a.api_version.cmp(&b.api_version))
+        .then_with(|| a.subresource.cmp(&b.subresource))
 }
 
 /// Metadata the API server sets itself; never owned by a manager.
@@ -484,7 +497,7 @@ pub fn apply(
 /// but timestamps (a no-op stays a no-op).
 fn finish(old: Option<&Value>, new: &mut Value, mut managers: Vec<ManagedEntry>) {
     if let Some(old) = old
-        && without_managed_fields(old) == without_managed_fields(new)
+        && super::equal_ignoring_metadata(old, new, &["managedFields"])
     {
         let stored = parse_managed(managed_fields_of(old));
         let same_but_time = stored.len()
@@ -529,150 +542,8 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
     )
 }
 
-/// Record field ownership for a write that is not an apply (create, update, patch): the manager
-/// takes the fields it set or changed, other managers lose them, and fields that disappeared are
-/// owned by nobody. `operation` is `"Update"` for every non-apply write, as on a real server.
-///
-/// A write may reset ownership: `managedFields: [{}]` in `new` removes all of it, and a non-empty
-/// list different from the stored one replaces it before this write is recorded.
-pub fn record_update(
-    old: Option<&Value>,
-    new: &mut Value,
-    manager: &str,
-    operation: &str,
-    subresource: Option<&str>,
-    now: &str,
-    shape: &dyn FieldShape,
-) {
-    record_update_ignoring(old, new, manager, operation, subresource, now, shape, &[]);
-}
-
-/// [`record_update`] for a write whose changes to some top-level fields the server discards
-/// (its "reset fields"): nobody gains or loses ownership under them. A real server does this for
-/// `status` on main-resource writes of kinds with a status subresource — the status a create
-/// carries is not owned by the creator, even if the server then fills some in.
-#[allow(clippy::too_many_arguments)]
-pub fn record_update_ignoring(
-    old: Option<&Value>,
-    new: &mut Value,
-    manager: &str,
-    operation: &str,
-    subresource: Option<&str>,
-    now: &str,
-    shape: &dyn FieldShape,
-    ignored: &[&str],
-) {
-    let sent = managed_fields_of(new).cloned();
-    if let Some(Value::Array(entries)) = &sent
-        && entries.len() == 1
-        && entries[0].as_object().is_some_and(|m| m.is_empty())
-    {
-        set_managed_fields(new, json!([]));
-        return;
-    }
-    let stored = old.and_then(managed_fields_of).cloned();
-    let mut managers = match &sent {
-        Some(Value::Array(entries)) if !entries.is_empty() && sent != stored => {
-            parse_managed(sent.as_ref())
-        }
-        _ => parse_managed(stored.as_ref()),
-    };
-
-    // An update owns what it added (objects and lists included: they get "." in fieldsV1) and
-    // the leaves it changed. A create compares against the kind's empty object.
-    let mut before = match old {
-        Some(old) => tracked_part(old),
-        None => shape.zero_object(),
-    };
-    // metadata always exists (it is a struct, never absent on a stored object)
-    if let Value::Object(map) = &mut before {
-        map.entry("metadata").or_insert_with(|| json!({}));
-    }
-    let after = tracked_part(new);
-    // Only the top-level fields that differ can hold changes: walk just those.
-    let empty = Map::new();
-    let before_map = before.as_object().unwrap_or(&empty);
-    let after_map = after.as_object().unwrap_or(&empty);
-    let touched: BTreeSet<&String> = before_map
-        .keys()
-        .chain(after_map.keys())
-        .filter(|k| !ignored.contains(&k.as_str()) && before_map.get(*k) != after_map.get(*k))
-        .collect();
-    let only_touched = |m: &Map<String, Value>| -> Value {
-        Value::Object(
-            m.iter()
-                .filter(|(k, _)| touched.contains(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        )
-    };
-    let before_part = only_touched(before_map);
-    let after_part = only_touched(after_map);
-    let old_nodes = node_values(&before_part, shape, true);
-    let new_nodes = node_values(&after_part, shape, true);
-    let changed = FieldSet(
-        new_nodes
-            .iter()
-            .filter(|(path, node)| match old_nodes.get(*path) {
-                None => true,
-                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
-            })
-            .map(|(path, _)| path.clone())
-            .collect(),
-    );
-
-    // Others lose what this write changed; everyone loses what no longer exists.
-    let under_touched = |path: &FieldPath| match path.0.first() {
-        Some(PathElement::Field(top)) => touched.contains(top),
-        _ => false,
-    };
-    for entry in &mut managers {
-        let owned = entry.fields.0.len();
-        entry
-            .fields
-            .0
-            .retain(|p| !under_touched(p) || (!changed.contains(p) && new_nodes.contains_key(p)));
-        if entry.fields.0.len() != owned {
-            entry.raw = None;
-        }
-    }
-
-    let subresource = subresource.unwrap_or_default();
-    let api_version = new
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let operation = if operation.is_empty() {
-        "Update"
-    } else {
-        operation
-    };
-    match managers
-        .iter_mut()
-        .find(|e| e.is(manager, operation, subresource, &api_version))
-    {
-        Some(entry) if !changed.is_empty() => {
-            entry.fields = entry.fields.union(&changed);
-            entry.time = Some(now.to_string());
-            entry.api_version = api_version;
-            entry.raw = None;
-        }
-        Some(_) => {}
-        None if !changed.is_empty() => managers.push(ManagedEntry {
-            manager: manager.to_string(),
-            operation: operation.to_string(),
-            api_version,
-            time: Some(now.to_string()),
-            subresource: subresource.to_string(),
-            fields: changed,
-            raw: None,
-        }),
-        None => {}
-    }
-    let old_plain = old.cloned();
-    finish(old_plain.as_ref(), new, managers);
-}
+mod record;
+pub use record::{record_update, record_update_ignoring};
 
 mod merge;
 #[cfg(test)]

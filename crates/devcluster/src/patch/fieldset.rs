@@ -191,6 +191,21 @@ impl FieldSet {
         FieldSet(set)
     }
 
+    /// What [`FieldSet::from_fields_v1`] gives below one top-level field (`f:<field>`) only.
+    pub fn from_fields_v1_under(value: &Value, field: &str) -> FieldSet {
+        let mut set = BTreeSet::new();
+        let key = PathElement::Field(field.to_string()).encode();
+        if let Some(child) = value.as_object().and_then(|map| map.get(&key)) {
+            decode_member(&key, child, &FieldPath::default(), &mut set);
+        }
+        FieldSet(set)
+    }
+
+    /// Whether [`FieldSet::from_fields_v1`] would give the empty set, without decoding.
+    pub fn fields_v1_is_empty(value: &Value) -> bool {
+        value.as_object().is_none_or(|map| !has_path(map, true))
+    }
+
     /// The paths of every field set in `value`, as server-side apply counts them: scalars,
     /// atomic lists and empty objects are leaves, objects recurse, map-list and set elements are
     /// members themselves, and map-list elements recurse. Fails when a map-list element lacks a
@@ -281,23 +296,45 @@ fn strip_lone_dots(node: &mut Map<String, Value>) {
 
 fn decode_into(map: &Map<String, Value>, prefix: &FieldPath, out: &mut BTreeSet<FieldPath>) {
     for (key, child) in map {
-        if key == "." {
-            if !prefix.0.is_empty() {
-                out.insert(prefix.clone());
-            }
-            continue;
+        decode_member(key, child, prefix, out);
+    }
+}
+
+/// Decode one member (`key: child`) of a `fieldsV1` object found at `prefix`.
+fn decode_member(key: &str, child: &Value, prefix: &FieldPath, out: &mut BTreeSet<FieldPath>) {
+    if key == "." {
+        if !prefix.0.is_empty() {
+            out.insert(prefix.clone());
         }
-        let Some(element) = PathElement::decode(key) else {
-            continue;
-        };
-        let path = prefix.child(element);
-        match child {
-            Value::Object(m) if !m.is_empty() => decode_into(m, &path, out),
-            _ => {
-                out.insert(path);
-            }
+        return;
+    }
+    let Some(element) = PathElement::decode(key) else {
+        return;
+    };
+    let path = prefix.child(element);
+    match child {
+        Value::Object(m) if !m.is_empty() => decode_into(m, &path, out),
+        _ => {
+            out.insert(path);
         }
     }
+}
+
+/// Whether a `fieldsV1` object holds at least one readable path (below the top level, where
+/// `"."` marks nothing).
+fn has_path(map: &Map<String, Value>, top_level: bool) -> bool {
+    map.iter().any(|(key, child)| {
+        if key == "." {
+            return !top_level;
+        }
+        if PathElement::decode(key).is_none() {
+            return false;
+        }
+        match child {
+            Value::Object(m) if !m.is_empty() => has_path(m, false),
+            _ => true,
+        }
+    })
 }
 
 /// The identity of a list element: its key fields (map-lists) or its value (sets), as the JSON

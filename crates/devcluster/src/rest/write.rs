@@ -389,19 +389,17 @@ pub(super) fn bump_generation(info: &ResourceInfo, old: &Value, new: &mut Value)
 
 /// Whether anything outside `metadata` and `status` differs.
 pub(super) fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Map<String, Value> {
-        v.as_object()
-            .map(|o| {
-                o.iter()
-                    .filter(|(k, _)| {
-                        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                    })
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+    let spec_like = |(k, _): &(&String, &Value)| {
+        !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
     };
-    strip(old) != strip(new)
+    let empty = Map::new();
+    let old = old.as_object().unwrap_or(&empty);
+    let new = new.as_object().unwrap_or(&empty);
+    old.iter().filter(spec_like).count() != new.iter().filter(spec_like).count()
+        || old
+            .iter()
+            .filter(spec_like)
+            .any(|(k, v)| new.get(k) != Some(v))
 }
 
 /// After computing the new object: a terminating object whose last finalizer went is deleted,
@@ -485,11 +483,11 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let dry = dry_run(req);
     let mut dry_result = None;
     let now = meta::now_rfc3339();
-    let outcome = state.store.write(
+    let outcome = state.store.write_optimistic(
         &info.storage_key(),
         req.namespace_or_empty(),
         &name,
-        |current, _| {
+        |current| {
             let Some(current) = current else {
                 if !(info.allow_create_on_update && sub.is_none() && body_rv.is_none()) {
                     return Err(ApiError::not_found(&info.group, &info.plural, &name));
@@ -638,7 +636,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     }
     let outcome = state
         .store
-        .write(&info.storage_key(), &ns, &name, |current, _| {
+        .write_optimistic(&info.storage_key(), &ns, &name, |current| {
             let Some(current) = current else {
                 if kind != crate::patch_glue::PatchKind::Apply || sub.is_some() {
                     return Err(ApiError::not_found(&info.group, &info.plural, &name));

@@ -1,0 +1,593 @@
+//! Field ownership for writes that are not an apply ([`record_update`]).
+//!
+//! A write usually changes one or two top-level fields of an object that several managers own
+//! parts of, and it runs on every create, update and patch, so the work here follows what the
+//! write changed rather than the size of `managedFields`:
+//!
+//! * the old and new objects are compared top-level field by top-level field, by reference;
+//!   only the fields that differ are copied and walked;
+//! * a manager's `fieldsV1` is decoded only below those fields, to see whether it loses
+//!   anything, and in full only when it does or when it is the writer's entry gaining fields;
+//! * entries nobody changed are written back as stored.
+//!
+//! [`record_update_reference`] is the plain version (decode every entry, walk whole objects);
+//! it serves the rare writes that send their own `managedFields`, and tests check that both give
+//! the same object for varied writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use super::super::fieldset::{FieldPath, FieldSet, PathElement, node_values};
+use super::super::shape::FieldShape;
+use super::{
+    ManagedEntry, SERVER_METADATA, finish, is_list_element, managed_fields_of, parse_entry,
+    parse_managed, set_managed_fields, tracked_part,
+};
+
+/// Record field ownership for a write that is not an apply (create, update, patch): the manager
+/// takes the fields it set or changed, other managers lose them, and fields that disappeared are
+/// owned by nobody. `operation` is `"Update"` for every non-apply write, as on a real server.
+///
+/// A write may reset ownership: `managedFields: [{}]` in `new` removes all of it, and a non-empty
+/// list different from the stored one replaces it before this write is recorded.
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+) {
+    record_update_ignoring(old, new, manager, operation, subresource, now, shape, &[]);
+}
+
+/// [`record_update`] for a write whose changes to some top-level fields the server discards
+/// (its "reset fields"): nobody gains or loses ownership under them. A real server does this for
+/// `status` on main-resource writes of kinds with a status subresource — the status a create
+/// carries is not owned by the creator, even if the server then fills some in.
+#[allow(clippy::too_many_arguments)]
+pub fn record_update_ignoring(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
+    let sent = managed_fields_of(new);
+    if is_reset(sent) {
+        set_managed_fields(new, json!([]));
+        return;
+    }
+    let stored = old.and_then(managed_fields_of);
+    if matches!(sent, Some(Value::Array(entries)) if !entries.is_empty()) && sent != stored {
+        // The write replaces the managers: rare enough for the plain version.
+        record_update_reference(
+            old,
+            new,
+            manager,
+            operation,
+            subresource,
+            now,
+            shape,
+            ignored,
+        );
+        return;
+    }
+    // The write usually sends back the list it read: those entries are moved into the result
+    // instead of copying the stored ones.
+    let sent_copy = match sent {
+        Some(Value::Array(_)) if sent == stored => take_managed_fields(new),
+        _ => Vec::new(),
+    };
+    let change = Change::between(old, new, shape, ignored);
+    let stored_entries: &[Value] = match stored {
+        Some(Value::Array(entries)) => entries,
+        _ => &[],
+    };
+    let mut managers: Vec<LazyEntry> = stored_entries
+        .iter()
+        .enumerate()
+        .filter_map(|(position, entry)| LazyEntry::of_stored(position, entry))
+        .collect();
+    for entry in &mut managers {
+        entry.drop_lost(&change);
+    }
+    let api_version = api_version_of(new);
+    let operation = operation_or_update(operation);
+    let subresource = subresource.unwrap_or_default();
+    let changed = change.changed;
+    match managers
+        .iter_mut()
+        .find(|e| e.entry.is(manager, operation, subresource, &api_version))
+    {
+        Some(entry) if !changed.is_empty() => {
+            entry.fields_mut().0.extend(changed.0);
+            entry.entry.time = Some(now.to_string());
+            entry.entry.api_version = api_version;
+            entry.modified = true;
+        }
+        Some(_) => {}
+        None if !changed.is_empty() => managers.push(LazyEntry {
+            entry: ManagedEntry {
+                manager: manager.to_string(),
+                operation: operation.to_string(),
+                api_version,
+                time: Some(now.to_string()),
+                subresource: subresource.to_string(),
+                fields: changed,
+                raw: None,
+            },
+            stored: &Value::Null,
+            position: usize::MAX,
+            decoded: true,
+            modified: true,
+        }),
+        None => {}
+    }
+    finish_lazy(old, new, managers, sent_copy);
+}
+
+/// Move `metadata.managedFields` (an array) out of an object.
+fn take_managed_fields(object: &mut Value) -> Vec<Value> {
+    match object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove("managedFields"))
+    {
+        Some(Value::Array(entries)) => entries,
+        _ => Vec::new(),
+    }
+}
+
+/// `managedFields: [{}]`: the write clears ownership.
+fn is_reset(sent: Option<&Value>) -> bool {
+    matches!(sent, Some(Value::Array(entries))
+        if entries.len() == 1 && entries[0].as_object().is_some_and(Map::is_empty))
+}
+
+fn api_version_of(object: &Value) -> String {
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn operation_or_update(operation: &str) -> &str {
+    if operation.is_empty() {
+        "Update"
+    } else {
+        operation
+    }
+}
+
+/// One top-level member of an object's tracked part, borrowed.
+#[derive(Debug, Clone, Copy)]
+enum Top<'a> {
+    /// A member as it is.
+    Value(&'a Value),
+    /// `metadata` without the members nobody owns (name, namespace, server-set fields).
+    Metadata(&'a Map<String, Value>),
+    /// `metadata` of an object that has no tracked metadata (always present before a write).
+    EmptyMetadata,
+}
+
+fn is_tracked_metadata(key: &str) -> bool {
+    key != "name" && key != "namespace" && !SERVER_METADATA.contains(&key)
+}
+
+impl<'a> Top<'a> {
+    /// The members, when this is an object: (map, whether untracked metadata is skipped).
+    fn as_map(self) -> Option<(Option<&'a Map<String, Value>>, bool)> {
+        match self {
+            Top::Value(Value::Object(map)) => Some((Some(map), false)),
+            Top::Value(_) => None,
+            Top::Metadata(map) => Some((Some(map), true)),
+            Top::EmptyMetadata => Some((None, false)),
+        }
+    }
+
+    fn same_as(self, other: Top<'a>) -> bool {
+        if let (Top::Value(a), Top::Value(b)) = (self, other) {
+            return a == b;
+        }
+        let (Some((a, a_filtered)), Some((b, b_filtered))) = (self.as_map(), other.as_map()) else {
+            return false;
+        };
+        let members = |map: Option<&'a Map<String, Value>>, filtered: bool| {
+            map.into_iter()
+                .flat_map(|m| m.iter())
+                .filter(move |(k, _)| !filtered || is_tracked_metadata(k))
+        };
+        let get = |key: &str| {
+            b.filter(|_| !b_filtered || is_tracked_metadata(key))
+                .and_then(|m| m.get(key))
+        };
+        members(a, a_filtered).count() == members(b, b_filtered).count()
+            && members(a, a_filtered).all(|(k, v)| get(k) == Some(v))
+    }
+
+    fn to_value(self) -> Value {
+        match self {
+            Top::Value(v) => v.clone(),
+            Top::Metadata(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| is_tracked_metadata(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            Top::EmptyMetadata => json!({}),
+        }
+    }
+}
+
+/// The tracked part of a stored object, by top-level field: without `apiVersion`, `kind`,
+/// `metadata.name`, `metadata.namespace` and server-set metadata (no `metadata` at all when
+/// nothing else is in it).
+fn tracked_tops(object: &Value) -> BTreeMap<&str, Top<'_>> {
+    let mut out = BTreeMap::new();
+    let Value::Object(map) = object else {
+        return out;
+    };
+    for (key, value) in map {
+        match (key.as_str(), value) {
+            ("apiVersion" | "kind", _) => {}
+            ("metadata", Value::Object(meta)) => {
+                if meta.keys().any(|k| is_tracked_metadata(k)) {
+                    out.insert(key.as_str(), Top::Metadata(meta));
+                }
+            }
+            _ => {
+                out.insert(key.as_str(), Top::Value(value));
+            }
+        }
+    }
+    out
+}
+
+/// What a write changed, as field ownership sees it.
+struct Change {
+    /// Top-level fields whose tracked content differs.
+    touched: BTreeSet<String>,
+    /// Paths the writer takes: nodes it added and leaves it changed.
+    changed: FieldSet,
+    /// Paths present after the write, below the touched fields.
+    present: BTreeSet<FieldPath>,
+}
+
+impl Change {
+    fn between(
+        old: Option<&Value>,
+        new: &Value,
+        shape: &dyn FieldShape,
+        ignored: &[&str],
+    ) -> Change {
+        // A create compares against the kind's empty object.
+        let zero;
+        let (before_object, mut before) = match old {
+            Some(old) => (old, tracked_tops(old)),
+            None => {
+                zero = shape.zero_object();
+                let tops = match &zero {
+                    Value::Object(map) => map
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), Top::Value(v)))
+                        .collect(),
+                    _ => BTreeMap::new(),
+                };
+                (&zero, tops)
+            }
+        };
+        // metadata always exists (it is a struct, never absent on a stored object)
+        if before_object.is_object() {
+            before.entry("metadata").or_insert(Top::EmptyMetadata);
+        }
+        let after = tracked_tops(new);
+        let touched: BTreeSet<String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| !ignored.contains(*k))
+            .filter(|k| match (before.get(*k), after.get(*k)) {
+                (Some(a), Some(b)) => !a.same_as(*b),
+                _ => true,
+            })
+            .map(|k| k.to_string())
+            .collect();
+        let part = |tops: &BTreeMap<&str, Top>| -> Value {
+            Value::Object(
+                tops.iter()
+                    .filter(|(k, _)| touched.contains(**k))
+                    .map(|(k, top)| (k.to_string(), top.to_value()))
+                    .collect(),
+            )
+        };
+        let before_part = part(&before);
+        let after_part = part(&after);
+        let old_nodes = node_values(&before_part, shape, true);
+        let new_nodes = node_values(&after_part, shape, true);
+        let changed = FieldSet(
+            new_nodes
+                .iter()
+                .filter(|(path, node)| match old_nodes.get(*path) {
+                    None => true,
+                    Some(was) => node.member && !is_list_element(path) && was.value != node.value,
+                })
+                .map(|(path, _)| path.clone())
+                .collect(),
+        );
+        let present = new_nodes.into_keys().collect();
+        Change {
+            touched,
+            changed,
+            present,
+        }
+    }
+
+    fn is_touched(&self, top: &str) -> bool {
+        self.touched.contains(top)
+    }
+
+    /// Whether an owner loses `path`: it lies below a touched field and the writer changed it
+    /// or it no longer exists.
+    fn loses(&self, path: &FieldPath) -> bool {
+        let under_touched = match path.0.first() {
+            Some(PathElement::Field(top)) => self.is_touched(top),
+            _ => false,
+        };
+        under_touched && (self.changed.contains(path) || !self.present.contains(path))
+    }
+}
+
+/// A stored `managedFields` entry whose `fieldsV1` is decoded only when needed.
+struct LazyEntry<'a> {
+    /// Identity and time; `fields` is meaningful only once `decoded`.
+    entry: ManagedEntry,
+    /// The entry as stored.
+    stored: &'a Value,
+    /// Where it is in the stored list.
+    position: usize,
+    decoded: bool,
+    /// The fields or time changed: the entry is encoded afresh.
+    modified: bool,
+}
+
+impl<'a> LazyEntry<'a> {
+    fn of_stored(position: usize, stored: &'a Value) -> Option<Self> {
+        Some(LazyEntry {
+            entry: parse_entry(stored, false)?,
+            stored,
+            position,
+            decoded: false,
+            modified: false,
+        })
+    }
+
+    fn stored_fields(&self) -> Option<&'a Value> {
+        self.stored.get("fieldsV1")
+    }
+
+    fn fields_mut(&mut self) -> &mut FieldSet {
+        if !self.decoded {
+            self.entry.fields = self
+                .stored_fields()
+                .map(FieldSet::from_fields_v1)
+                .unwrap_or_default();
+            self.decoded = true;
+        }
+        &mut self.entry.fields
+    }
+
+    fn is_empty(&self) -> bool {
+        if self.decoded {
+            self.entry.fields.is_empty()
+        } else {
+            self.stored_fields()
+                .is_none_or(FieldSet::fields_v1_is_empty)
+        }
+    }
+
+    /// Drop the paths this entry loses to the write, decoding only below the touched fields
+    /// until something is lost.
+    fn drop_lost(&mut self, change: &Change) {
+        let loses_some = if self.decoded {
+            self.entry.fields.0.iter().any(|p| change.loses(p))
+        } else {
+            let stored = self.stored_fields();
+            change.touched.iter().any(|top| {
+                stored.is_some_and(|fields| {
+                    FieldSet::from_fields_v1_under(fields, top)
+                        .0
+                        .iter()
+                        .any(|p| change.loses(p))
+                })
+            })
+        };
+        if loses_some {
+            self.fields_mut().0.retain(|p| !change.loses(p));
+            self.modified = true;
+        }
+    }
+
+    /// The entry as [`parse_managed`] gives it (decoded, `raw` kept while unmodified).
+    fn into_entry(mut self) -> ManagedEntry {
+        self.fields_mut();
+        let mut entry = self.entry;
+        entry.raw = (!self.modified).then(|| self.stored.clone());
+        entry
+    }
+
+    /// The entry to store: encoded afresh when modified, else as stored (moved out of
+    /// `stored_copy`, an equal copy of the stored list, when there is one).
+    fn into_json(self, stored_copy: &mut [Value]) -> Value {
+        if self.modified {
+            return self.entry.to_json();
+        }
+        match stored_copy.get_mut(self.position) {
+            Some(copy) => std::mem::take(copy),
+            None => self.stored.clone(),
+        }
+    }
+}
+
+/// [`finish`] for lazily decoded entries: keep the stored list when the write changed nothing
+/// (a no-op stays a no-op), else encode the entries in the API server's order.
+/// `stored_copy` is empty or an equal copy of the stored list, to move entries from.
+fn finish_lazy(
+    old: Option<&Value>,
+    new: &mut Value,
+    mut managers: Vec<LazyEntry>,
+    mut stored_copy: Vec<Value>,
+) {
+    if let Some(old) = old
+        && super::super::equal_ignoring_metadata(old, new, &["managedFields"])
+    {
+        if managers.iter().any(|m| m.modified) {
+            // Ownership moved although the object did not change (odd stored managedFields):
+            // the exact comparison needs every entry decoded.
+            let entries = managers.into_iter().map(LazyEntry::into_entry).collect();
+            finish(Some(old), new, entries);
+            return;
+        }
+        // Entries come from the stored list unchanged: it stays when none of them is empty.
+        if managers.iter().all(|m| !m.is_empty())
+            && let Some(stored) = managed_fields_of(old)
+        {
+            let stored = match stored {
+                Value::Array(entries) if entries.len() == stored_copy.len() => {
+                    Value::Array(stored_copy)
+                }
+                other => other.clone(),
+            };
+            set_managed_fields(new, stored);
+            return;
+        }
+    }
+    managers.retain(|e| !e.is_empty());
+    managers.sort_by(|a, b| super::entry_order(&a.entry, &b.entry));
+    let encoded = managers
+        .into_iter()
+        .map(|m| m.into_json(&mut stored_copy))
+        .collect();
+    set_managed_fields(new, Value::Array(encoded));
+}
+
+/// The plain version of [`record_update_ignoring`]: decode every entry and walk the whole
+/// objects. Used when a write sends its own `managedFields`, and by tests as the yardstick.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record_update_reference(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
+    let sent = managed_fields_of(new).cloned();
+    if is_reset(sent.as_ref()) {
+        set_managed_fields(new, json!([]));
+        return;
+    }
+    let stored = old.and_then(managed_fields_of).cloned();
+    let mut managers = match &sent {
+        Some(Value::Array(entries)) if !entries.is_empty() && sent != stored => {
+            parse_managed(sent.as_ref())
+        }
+        _ => parse_managed(stored.as_ref()),
+    };
+
+    // An update owns what it added (objects and lists included: they get "." in fieldsV1) and
+    // the leaves it changed. A create compares against the kind's empty object.
+    let mut before = match old {
+        Some(old) => tracked_part(old),
+        None => shape.zero_object(),
+    };
+    // metadata always exists (it is a struct, never absent on a stored object)
+    if let Value::Object(map) = &mut before {
+        map.entry("metadata").or_insert_with(|| json!({}));
+    }
+    let after = tracked_part(new);
+    // Only the top-level fields that differ can hold changes: walk just those.
+    let empty = Map::new();
+    let before_map = before.as_object().unwrap_or(&empty);
+    let after_map = after.as_object().unwrap_or(&empty);
+    let touched: BTreeSet<&String> = before_map
+        .keys()
+        .chain(after_map.keys())
+        .filter(|k| !ignored.contains(&k.as_str()) && before_map.get(*k) != after_map.get(*k))
+        .collect();
+    let only_touched = |m: &Map<String, Value>| -> Value {
+        Value::Object(
+            m.iter()
+                .filter(|(k, _)| touched.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let before_part = only_touched(before_map);
+    let after_part = only_touched(after_map);
+    let old_nodes = node_values(&before_part, shape, true);
+    let new_nodes = node_values(&after_part, shape, true);
+    let changed = FieldSet(
+        new_nodes
+            .iter()
+            .filter(|(path, node)| match old_nodes.get(*path) {
+                None => true,
+                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
+            })
+            .map(|(path, _)| path.clone())
+            .collect(),
+    );
+
+    // Others lose what this write changed; everyone loses what no longer exists.
+    let under_touched = |path: &FieldPath| match path.0.first() {
+        Some(PathElement::Field(top)) => touched.contains(top),
+        _ => false,
+    };
+    for entry in &mut managers {
+        let owned = entry.fields.0.len();
+        entry
+            .fields
+            .0
+            .retain(|p| !under_touched(p) || (!changed.contains(p) && new_nodes.contains_key(p)));
+        if entry.fields.0.len() != owned {
+            entry.raw = None;
+        }
+    }
+
+    let subresource = subresource.unwrap_or_default();
+    let api_version = api_version_of(new);
+    let operation = operation_or_update(operation);
+    match managers
+        .iter_mut()
+        .find(|e| e.is(manager, operation, subresource, &api_version))
+    {
+        Some(entry) if !changed.is_empty() => {
+            entry.fields = entry.fields.union(&changed);
+            entry.time = Some(now.to_string());
+            entry.api_version = api_version;
+            entry.raw = None;
+        }
+        Some(_) => {}
+        None if !changed.is_empty() => managers.push(ManagedEntry {
+            manager: manager.to_string(),
+            operation: operation.to_string(),
+            api_version,
+            time: Some(now.to_string()),
+            subresource: subresource.to_string(),
+            fields: changed,
+            raw: None,
+        }),
+        None => {}
+    }
+    finish(old, new, managers);
+}
+
+#[cfg(test)]
+mod tests;
