@@ -172,6 +172,8 @@ impl PatchError {
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+pub(crate) mod test_gen;
 
 #[cfg(test)]
 mod tests {

@@ -4,21 +4,9 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Gen(u64);
+use super::test_gen::Gen;
 
 impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<'a>(&mut self, options: &[&'a str]) -> &'a str {
-        options[(self.next() % options.len() as u64) as usize]
-    }
-
     /// A value shaped a bit like a Kubernetes object, with odd corners.
     fn value(&mut self, depth: u32) -> Value {
         const KEYS: &[&str] = &[

@@ -308,18 +308,7 @@ impl Change {
         };
         let before_part = part(&before);
         let after_part = part(&after);
-        let old_nodes = node_values(&before_part, shape, true);
-        let new_nodes = node_values(&after_part, shape, true);
-        let changed = FieldSet(
-            new_nodes
-                .iter()
-                .filter(|(path, node)| match old_nodes.get(*path) {
-                    None => true,
-                    Some(was) => node.member && !is_list_element(path) && was.value != node.value,
-                })
-                .map(|(path, _)| path.clone())
-                .collect(),
-        );
+        let (changed, new_nodes) = changed_fields(&before_part, &after_part, shape);
         let present = new_nodes.into_keys().collect();
         Change {
             touched,
@@ -476,6 +465,31 @@ fn finish_lazy(
     set_managed_fields(new, Value::Array(encoded));
 }
 
+/// The fields `after` sets that `before` did not, or set to another value (leaves and whole
+/// members; list elements by identity only), and every node of `after`.
+fn changed_fields<'a>(
+    before: &Value,
+    after: &'a Value,
+    shape: &dyn FieldShape,
+) -> (
+    FieldSet,
+    BTreeMap<FieldPath, super::super::fieldset::Node<'a>>,
+) {
+    let old_nodes = node_values(before, shape, true);
+    let new_nodes = node_values(after, shape, true);
+    let changed = FieldSet(
+        new_nodes
+            .iter()
+            .filter(|(path, node)| match old_nodes.get(*path) {
+                None => true,
+                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
+            })
+            .map(|(path, _)| path.clone())
+            .collect(),
+    );
+    (changed, new_nodes)
+}
+
 /// The plain version of [`record_update_ignoring`]: decode every entry and walk the whole
 /// objects. Used when a write sends its own `managedFields`, and by tests as the yardstick.
 #[allow(clippy::too_many_arguments)]
@@ -532,18 +546,7 @@ pub(crate) fn record_update_reference(
     };
     let before_part = only_touched(before_map);
     let after_part = only_touched(after_map);
-    let old_nodes = node_values(&before_part, shape, true);
-    let new_nodes = node_values(&after_part, shape, true);
-    let changed = FieldSet(
-        new_nodes
-            .iter()
-            .filter(|(path, node)| match old_nodes.get(*path) {
-                None => true,
-                Some(was) => node.member && !is_list_element(path) && was.value != node.value,
-            })
-            .map(|(path, _)| path.clone())
-            .collect(),
-    );
+    let (changed, new_nodes) = changed_fields(&before_part, &after_part, shape);
 
     // Others lose what this write changed; everyone loses what no longer exists.
     let under_touched = |path: &FieldPath| match path.0.first() {

@@ -5,29 +5,7 @@ use serde_json::{Map, Value, json};
 use super::*;
 use crate::patch::{TypeMeta, apply, builtin_shape};
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a>(&mut self, options: &[&'a str]) -> &'a str {
-        options[self.below(options.len() as u64) as usize]
-    }
-
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
+use crate::patch::test_gen::Gen;
 
 fn map_at<'a>(object: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
     let mut current = object;
