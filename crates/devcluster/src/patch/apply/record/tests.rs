@@ -7,6 +7,20 @@ use crate::patch::{TypeMeta, apply, builtin_shape};
 
 use crate::patch::test_gen::Gen;
 
+/// Replaces the element of the list `list` whose `key` equals `entry`'s, or appends `entry`
+/// (a list that is missing or not a list becomes one).
+fn upsert(list: &mut Value, key: &str, entry: Value) {
+    let mut items: Vec<Value> = list
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|item| item[key] != entry[key])
+        .collect();
+    items.push(entry);
+    *list = Value::Array(items);
+}
+
 fn map_at<'a>(object: &'a mut Value, path: &[&str]) -> &'a mut Map<String, Value> {
     let mut current = object;
     for key in path {
@@ -56,16 +70,11 @@ fn mutate(g: &mut Gen, object: &mut Value) {
         6 => {
             let name = g.pick(&["app", "side"]);
             let image = g.pick(&["img:1", "img:2"]);
-            let containers = object["spec"]["containers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let mut containers: Vec<Value> = containers
-                .into_iter()
-                .filter(|c| c["name"] != name)
-                .collect();
-            containers.push(json!({"name": name, "image": image}));
-            object["spec"]["containers"] = json!(containers);
+            upsert(
+                &mut object["spec"]["containers"],
+                "name",
+                json!({"name": name, "image": image}),
+            );
         }
         7 => {
             if let Some(containers) = object["spec"]["containers"].as_array_mut() {
@@ -75,16 +84,11 @@ fn mutate(g: &mut Gen, object: &mut Value) {
         8 | 9 => {
             let type_ = g.pick(&["Ready", "Scheduled", "Initialized"]);
             let status = g.pick(&["True", "False"]);
-            let conditions = object["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let mut conditions: Vec<Value> = conditions
-                .into_iter()
-                .filter(|c| c["type"] != type_)
-                .collect();
-            conditions.push(json!({"type": type_, "status": status}));
-            object["status"]["conditions"] = json!(conditions);
+            upsert(
+                &mut object["status"]["conditions"],
+                "type",
+                json!({"type": type_, "status": status}),
+            );
         }
         10 => {
             object["status"]["phase"] = json!(g.pick(&["Pending", "Running"]));
