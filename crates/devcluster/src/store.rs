@@ -245,15 +245,11 @@ impl Store {
         name: &str,
         f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
     ) -> Result<WriteOutcome, E> {
-        let mut inner = self.lock();
+        let inner = self.lock();
         let current = lookup(&inner, group_resource, namespace, name);
         let next_rv = inner.rv + 1;
         let op = f(current.as_ref(), next_rv)?;
-        let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
-        let evicted = std::mem::take(&mut inner.evicted);
-        drop(inner);
-        drop(evicted);
-        Ok(outcome)
+        Ok(self.commit_and_unlock(inner, group_resource, namespace, name, current, op))
     }
 
     /// [`Store::write`] with the closure run outside the lock: it sees the object as it is when
@@ -271,7 +267,7 @@ impl Store {
         loop {
             let seen = self.get(group_resource, namespace, name);
             let op = f(seen.as_ref())?;
-            let mut inner = self.lock();
+            let inner = self.lock();
             let current = lookup(&inner, group_resource, namespace, name);
             let still = match (&seen, &current) {
                 (None, None) => true,
@@ -279,13 +275,34 @@ impl Store {
                 _ => false,
             };
             if still {
-                let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
-                let evicted = std::mem::take(&mut inner.evicted);
-                drop(inner);
-                drop(evicted);
-                return Ok(outcome);
+                return Ok(self.commit_and_unlock(
+                    inner,
+                    group_resource,
+                    namespace,
+                    name,
+                    current,
+                    op,
+                ));
             }
         }
+    }
+
+    /// [`Store::commit`], then release the lock, and only then free the history events the
+    /// commit evicted (freeing them is not work for the lock).
+    fn commit_and_unlock(
+        &self,
+        mut inner: MutexGuard<'_, Inner>,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        current: Option<Arc<Value>>,
+        op: WriteOp,
+    ) -> WriteOutcome {
+        let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+        let evicted = std::mem::take(&mut inner.evicted);
+        drop(inner);
+        drop(evicted);
+        outcome
     }
 
     /// Apply a write's decision to the object `current` (as found under the lock).

@@ -48,36 +48,53 @@ pub struct Binaries {
     pub extensions_controller: PathBuf,
 }
 
-/// Builds (or, with `build == false`, only locates) the binaries for `profile`.
-pub fn build(profile: BuildProfile, build: bool) -> Result<Binaries, BenchError> {
-    let root = workspace_root();
-    let packages = ["devcluster", "sandbox-controller", "extensions-controller"];
-    if build {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut command = std::process::Command::new(&cargo);
-        command.current_dir(&root).arg("build");
-        if profile == BuildProfile::Release {
-            command.arg("--release");
-        }
-        for package in packages {
-            command.args(["-p", package]);
-        }
-        let shown = format!("{command:?}").replace('"', "");
-        let status = command.status().map_err(|source| BenchError::Process {
-            what: format!("running {cargo}"),
-            source,
-        })?;
-        if !status.success() {
-            return Err(BenchError::Build {
-                command: shown,
-                status: status.to_string(),
-            });
+/// `cargo build [--release] -p ...` for the benchmark, blocking, with Cargo's progress on the
+/// terminal. The running package's description is kept from the nested build (see
+/// [`crate::dev::build::is_package_env`]).
+pub fn cargo_build(profile: BuildProfile, packages: &[&str]) -> Result<(), BenchError> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = std::process::Command::new(&cargo);
+    command.current_dir(workspace_root()).arg("build");
+    if profile == BuildProfile::Release {
+        command.arg("--release");
+    }
+    for package in packages {
+        command.args(["-p", package]);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(crate::dev::build::is_package_env) {
+            command.env_remove(name);
         }
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join(profile.target_subdir());
+    let shown = format!("{command:?}").replace('"', "");
+    let status = command.status().map_err(|source| BenchError::Process {
+        what: format!("running {cargo}"),
+        source,
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BenchError::Build {
+            command: shown,
+            status: status.to_string(),
+        })
+    }
+}
+
+/// Where Cargo puts the binaries of `profile`.
+pub fn profile_dir(profile: BuildProfile) -> PathBuf {
+    crate::dev::build::target_dir().join(profile.target_subdir())
+}
+
+/// Builds (or, with `build == false`, only locates) the binaries for `profile`.
+pub fn build(profile: BuildProfile, build: bool) -> Result<Binaries, BenchError> {
+    if build {
+        cargo_build(
+            profile,
+            &["devcluster", "sandbox-controller", "extensions-controller"],
+        )?;
+    }
+    let target = profile_dir(profile);
     let binaries = Binaries {
         devcluster: target.join("devcluster"),
         sandbox_controller: target.join("sandbox-controller"),

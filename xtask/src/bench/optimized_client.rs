@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use super::cluster::BuildProfile;
 use super::error::BenchError;
-use crate::workspace::workspace_root;
 
 /// Set in the environment of the release xtask this module starts, so it never hands over again.
 const HANDED_OVER: &str = "AGENT_SANDBOX_BENCH_HANDED_OVER";
@@ -60,34 +59,13 @@ pub fn hand_over(profile: BuildProfile, build: bool) -> Option<Result<(), BenchE
 }
 
 fn release_xtask_path() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-        .join("release")
-        .join("xtask")
+    super::cluster::profile_dir(BuildProfile::Release).join("xtask")
 }
 
 /// `cargo build --release -p xtask`, on its own so that the benchmarked binaries are built with
 /// exactly the features they have when built alone.
 fn build_release_xtask() -> Result<(), BenchError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = std::process::Command::new(&cargo);
-    command
-        .current_dir(workspace_root())
-        .args(["build", "--release", "-p", "xtask"]);
-    let shown = format!("{command:?}").replace('"', "");
-    let status = command.status().map_err(|source| BenchError::Process {
-        what: format!("running {cargo}"),
-        source,
-    })?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(BenchError::Build {
-            command: shown,
-            status: status.to_string(),
-        })
-    }
+    super::cluster::cargo_build(BuildProfile::Release, &["xtask"])
 }
 
 fn run_release_xtask(xtask: &Path, args: Vec<OsString>) -> Result<(), BenchError> {
