@@ -39,6 +39,7 @@ fn unknown_scenario_lists_the_valid_ones() {
     for name in [
         "gate",
         "saturate",
+        "sustained",
         "refill",
         "cold",
         "scale",

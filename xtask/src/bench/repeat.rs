@@ -26,7 +26,10 @@ pub fn headline(name: ScenarioName, report: &ScenarioReport) -> (&'static str, O
             "devcluster_writes_per_second",
             report.devcluster_writes_per_second,
         ),
-        ScenarioName::Gate | ScenarioName::Cold | ScenarioName::Refill => ("p99_ms", report.p99_ms),
+        ScenarioName::Gate
+        | ScenarioName::Cold
+        | ScenarioName::Refill
+        | ScenarioName::Sustained => ("p99_ms", report.p99_ms),
         ScenarioName::Saturate => ("claims_per_second", report.claims_per_second),
         ScenarioName::Writes => (
             "writes_per_claim.total",

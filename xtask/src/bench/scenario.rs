@@ -3,6 +3,7 @@
 //! belong to that scenario alone.
 //!
 //! - [`claims`]: `gate`, `saturate`, `cold` (claim latency and throughput)
+//! - [`sustained`]: the `sustained` churn (Poisson arrivals, each claim deleted after Ready; no leaks)
 //! - [`pool`]: `refill`, `writes` (pool behaviour and API writes per claim)
 //! - [`footprint`]: `scale` (memory, idle CPU, restart) and `devcluster` (the server alone)
 
@@ -25,6 +26,7 @@ use super::workload::{self, NAMESPACE, ReadyWatch};
 pub mod claims;
 pub mod footprint;
 pub mod pool;
+pub mod sustained;
 
 /// The scenarios, in the order a full run executes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -35,6 +37,8 @@ pub enum ScenarioName {
     Gate,
     /// Pre-warmed pools, claims as fast as they are taken: bound claims per second.
     Saturate,
+    /// Poisson arrivals at a fixed rate, each claim deleted after Ready: churn without leaks.
+    Sustained,
     /// Pool scaled from 0, then drained by a burst while it refills.
     Refill,
     /// Claims against a `replicas: 0` pool.
@@ -51,6 +55,7 @@ impl ScenarioName {
             ScenarioName::Devcluster => "devcluster",
             ScenarioName::Gate => "gate",
             ScenarioName::Saturate => "saturate",
+            ScenarioName::Sustained => "sustained",
             ScenarioName::Refill => "refill",
             ScenarioName::Cold => "cold",
             ScenarioName::Scale => "scale",
@@ -58,10 +63,11 @@ impl ScenarioName {
         }
     }
 
-    pub const ALL: [ScenarioName; 7] = [
+    pub const ALL: [ScenarioName; 8] = [
         ScenarioName::Devcluster,
         ScenarioName::Gate,
         ScenarioName::Saturate,
+        ScenarioName::Sustained,
         ScenarioName::Refill,
         ScenarioName::Cold,
         ScenarioName::Scale,
@@ -81,6 +87,10 @@ pub struct Sizes {
     pub saturate_seconds: f64,
     pub saturate_writers: usize,
     pub saturate_max_pending: usize,
+    pub sustained_rate: f64,
+    pub sustained_seconds: f64,
+    pub sustained_delete_after_s: f64,
+    pub sustained_pool_seconds: f64,
     pub refill_replicas: u32,
     pub refill_burst: usize,
     pub cold_claims: usize,
@@ -105,6 +115,10 @@ impl Sizes {
             saturate_seconds: 60.0,
             saturate_writers: 32,
             saturate_max_pending: 1000,
+            sustained_rate: 300.0,
+            sustained_seconds: 60.0,
+            sustained_delete_after_s: 5.0,
+            sustained_pool_seconds: 10.0,
             refill_replicas: 300,
             refill_burst: 150,
             cold_claims: 100,
@@ -129,6 +143,10 @@ impl Sizes {
             saturate_seconds: 2.0,
             saturate_writers: 4,
             saturate_max_pending: 20,
+            sustained_rate: 20.0,
+            sustained_seconds: 2.0,
+            sustained_delete_after_s: 0.5,
+            sustained_pool_seconds: 2.0,
             refill_replicas: 20,
             refill_burst: 8,
             cold_claims: 5,
@@ -233,6 +251,9 @@ pub async fn run(name: ScenarioName, ctx: &Ctx<'_>) -> ScenarioReport {
         ScenarioName::Saturate => {
             "Pre-warmed pools, claims created closed-loop as fast as they are taken (bounded number pending); bound claims per second over the window."
         }
+        ScenarioName::Sustained => {
+            "The reference's claims-warm-sustained phase: Poisson claim arrivals at a fixed mean rate against a pool of ten seconds of arrivals, each claim deleted a few seconds after Ready; bound claims per second, latency per 10 s window, and after the last delete exactly the pool's members remain (no leaked Sandbox or Pod)."
+        }
         ScenarioName::Refill => {
             "A pool scaled from 0: time until all members are Ready; then a burst of claims drains it while it refills (overshoot counted)."
         }
@@ -281,6 +302,7 @@ async fn run_inner(
         match name {
             ScenarioName::Gate => claims::gate(&mut stack, ctx, report).await,
             ScenarioName::Saturate => claims::saturate(&mut stack, ctx, report).await,
+            ScenarioName::Sustained => sustained::sustained(&mut stack, ctx, report).await,
             ScenarioName::Cold => claims::cold(&mut stack, ctx, report).await,
             ScenarioName::Refill => pool::refill(&mut stack, ctx, report).await,
             ScenarioName::Writes => pool::writes(&mut stack, ctx, report).await,

@@ -198,6 +198,8 @@ struct WatchState {
     max_pool_members: usize,
     ready_now: usize,
     ready_members: usize,
+    /// Every object in the order it was first seen Ready, with that moment (epoch seconds).
+    ready_log: Vec<(String, f64)>,
 }
 
 /// A watch over one kind in [`NAMESPACE`], recording Ready transitions and claim annotations.
@@ -309,6 +311,15 @@ impl ReadyWatch {
         }
     }
 
+    /// The objects first seen Ready after the first `cursor` of them, in that order, with the
+    /// moment each was seen Ready (epoch seconds). Pass the count seen so far as `cursor`.
+    pub fn ready_since(&self, cursor: usize) -> Vec<(String, f64)> {
+        self.state
+            .lock()
+            .map(|s| s.ready_log.get(cursor..).unwrap_or_default().to_vec())
+            .unwrap_or_default()
+    }
+
     /// A copy of what is known about the objects whose name starts with `prefix`.
     pub fn snapshot(&self, prefix: &str) -> Vec<(String, Observed)> {
         self.state
@@ -348,6 +359,10 @@ impl ReadyWatch {
     }
 }
 
+fn name_of(object: &DynamicObject) -> String {
+    object.metadata.name.clone().unwrap_or_default()
+}
+
 fn record(state: &Mutex<WatchState>, ever_ready: &AtomicUsize, object: &DynamicObject, now: f64) {
     let Some(name) = object.metadata.name.clone() else {
         return;
@@ -366,6 +381,7 @@ fn record(state: &Mutex<WatchState>, ever_ready: &AtomicUsize, object: &DynamicO
     if ready && entry.ready_seen_at.is_none() {
         entry.ready_seen_at = Some(now);
         ever_ready.fetch_add(1, Ordering::Relaxed);
+        state.ready_log.push((name_of(object), now));
     }
     if ready != entry.ready_now {
         if ready {
@@ -444,7 +460,7 @@ pub struct CreateOutcome {
 
 impl CreateOutcome {
     /// Counts one create's result.
-    fn record(&mut self, result: Result<(), impl std::fmt::Display>) {
+    pub fn record(&mut self, result: Result<(), impl std::fmt::Display>) {
         match result {
             Ok(()) => self.created += 1,
             Err(e) => {

@@ -14,7 +14,10 @@ use crate::bench::stats::round;
 use crate::bench::workload::{self, Kind, ReadyWatch, now_s};
 
 /// Fails with a clear message when creates failed.
-fn check_creates(outcome: &workload::CreateOutcome, what: &str) -> Result<(), BenchError> {
+pub(super) fn check_creates(
+    outcome: &workload::CreateOutcome,
+    what: &str,
+) -> Result<(), BenchError> {
     if outcome.failed > 0 {
         return Err(BenchError::Unavailable(format!(
             "{} of {} {what} creates failed; first error: {}",
@@ -27,7 +30,11 @@ fn check_creates(outcome: &workload::CreateOutcome, what: &str) -> Result<(), Be
 }
 
 /// Sets `writes_per_claim` and `requests` from a phase's delta.
-fn record_writes(report: &mut ScenarioReport, delta: &counters::RequestDelta, claims: usize) {
+pub(super) fn record_writes(
+    report: &mut ScenarioReport,
+    delta: &counters::RequestDelta,
+    claims: usize,
+) {
     let per = delta.per(claims);
     let mut writes = per.writes_by_controller.clone();
     writes.insert("total".into(), per.writes_total);
@@ -223,7 +230,7 @@ pub async fn cold(
 
 /// CPU milliseconds each process (and all of them) spent per claim bound in the window: the
 /// cores each used over the window divided by the claims bound per second in it.
-fn cpu_ms_per_claim(report: &ScenarioReport) -> std::collections::BTreeMap<String, f64> {
+pub(super) fn cpu_ms_per_claim(report: &ScenarioReport) -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
     let Some(rate) = report.claims_per_second.filter(|r| *r > 0.0) else {
         return out;
