@@ -211,7 +211,18 @@ pub async fn sustained(
         )
         .await;
     progress.finish_and_clear();
-    ready?;
+    if let Err(error) = ready {
+        return Err(BenchError::Unavailable(format!(
+            "{error}: {} of {created} were Ready ({} of them within the {:.0} s load window); the system did not keep up with {rate}/s",
+            watch.ever_ready(),
+            claim_samples(&watch, PREFIX, load_start)
+                .ready_at
+                .iter()
+                .filter(|t| **t <= load_end - load_start)
+                .count(),
+            load_end - load_start,
+        )));
+    }
     let (deletes_sent, deletes_failed, delete_error) = (&mut deleter.0)
         .await
         .map_err(|e| BenchError::Unavailable(format!("the claim deleter stopped: {e}")))?;
