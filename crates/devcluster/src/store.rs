@@ -34,7 +34,7 @@ impl EventType {
 }
 
 /// One change of one object, as stored in the history and sent to watchers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Event {
     pub rv: u64,
     pub group_resource: Arc<str>,
@@ -45,8 +45,22 @@ pub struct Event {
     /// The watch frame of this event (`{"type":…,"object":…}` and a newline) with the object
     /// as stored, built once by whoever needs it first. Every watcher that sends the object as
     /// stored shares it, and the write's response shares the object's JSON inside it.
-    frame: std::sync::OnceLock<bytes::Bytes>,
+    frame: Mutex<FrameCache>,
 }
+
+/// An event's frame while it is fresh: kept until [`FRAMES_KEPT`] newer events exist, after
+/// which the history holds only the object (a watch that far behind serializes it again).
+#[derive(Debug, Default)]
+enum FrameCache {
+    #[default]
+    Empty,
+    Built(bytes::Bytes),
+    Released,
+}
+
+/// How many of the newest events keep their frame (at a few thousand writes a second, the
+/// last second or so: live watchers send an event within milliseconds).
+pub const FRAMES_KEPT: usize = 4096;
 
 /// Bytes of a frame before the object: `{"type":"<TYPE>","object":`.
 fn frame_prefix(frame_type: EventType) -> String {
@@ -70,18 +84,46 @@ impl Event {
             event_type,
             object,
             previous,
-            frame: std::sync::OnceLock::new(),
+            frame: Mutex::new(FrameCache::Empty),
         }
     }
 
-    fn own_frame(&self) -> &bytes::Bytes {
-        self.frame.get_or_init(|| {
-            let mut out = frame_prefix(self.event_type).into_bytes();
-            // Serializing a Value into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut out, &*self.object);
-            out.extend_from_slice(FRAME_SUFFIX);
-            bytes::Bytes::from(out)
-        })
+    fn build_frame(&self) -> bytes::Bytes {
+        let mut out = frame_prefix(self.event_type).into_bytes();
+        // Serializing a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &*self.object);
+        out.extend_from_slice(FRAME_SUFFIX);
+        bytes::Bytes::from(out)
+    }
+
+    fn own_frame(&self) -> bytes::Bytes {
+        let mut cache = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cache {
+            FrameCache::Built(frame) => frame.clone(),
+            FrameCache::Released => {
+                drop(cache);
+                self.build_frame()
+            }
+            FrameCache::Empty => {
+                let frame = self.build_frame();
+                *cache = FrameCache::Built(frame.clone());
+                frame
+            }
+        }
+    }
+
+    /// Frees the kept frame; later requests for it serialize the object again.
+    fn release_frame(&self) {
+        *self.frame.lock().unwrap_or_else(|e| e.into_inner()) = FrameCache::Released;
+    }
+
+    /// Whether the frame is kept (for tests).
+    #[cfg(test)]
+    fn frame_is_kept(&self) -> bool {
+        matches!(
+            *self.frame.lock().unwrap_or_else(|e| e.into_inner()),
+            FrameCache::Built(_)
+        )
     }
 
     /// The object as JSON (the stored form): a view into the event's frame, serialized once.
@@ -98,7 +140,7 @@ impl Event {
     /// out of its selection).
     pub fn frame(&self, frame_type: EventType) -> bytes::Bytes {
         if frame_type == self.event_type {
-            return self.own_frame().clone();
+            return self.own_frame();
         }
         let body = self.encoded();
         let mut out = frame_prefix(frame_type).into_bytes();
@@ -497,6 +539,14 @@ impl Store {
             previous,
         ));
         inner.history.push_back(event.clone());
+        if let Some(older) = inner
+            .history
+            .len()
+            .checked_sub(FRAMES_KEPT + 1)
+            .and_then(|i| inner.history.get(i))
+        {
+            older.release_frame();
+        }
         while inner.history.len() > inner.history_limit {
             if let Some(old) = inner.history.pop_front() {
                 inner.compacted_rv = old.rv;

@@ -127,7 +127,7 @@ fn an_optimistic_write_recomputes_on_the_newer_object_and_keeps_its_errors() {
 /// frames are built once per frame type, and each is the object as stored.
 #[test]
 fn a_committed_event_encodes_the_stored_object_once_for_everyone() {
-    let store = Store::new(100, 100);
+    let store = Store::new(10 * FRAMES_KEPT, 100);
     let (_, mut rx) = store.watch("configmaps", None, None);
     let committed = store
         .write_optimistic::<()>("configmaps", "default", "c", |_| {
@@ -167,6 +167,19 @@ fn a_committed_event_encodes_the_stored_object_once_for_everyone() {
     let deleted: serde_json::Value =
         serde_json::from_slice(&event.frame(EventType::Deleted)).unwrap();
     assert_eq!(deleted, json!({"type": "DELETED", "object": parsed}));
+    // The newest events keep their frame; older ones serialize again, to the same bytes.
+    assert!(event.frame_is_kept());
+    for i in 1..FRAMES_KEPT {
+        put(&store, &format!("n{i}"), "x");
+    }
+    assert!(
+        event.frame_is_kept(),
+        "still among the newest {FRAMES_KEPT}"
+    );
+    put(&store, "one-more", "x");
+    assert!(!event.frame_is_kept(), "released once older");
+    assert_eq!(event.frame(EventType::Added), added);
+    assert!(!event.frame_is_kept(), "not kept again");
     // A no-op emits nothing.
     let same = store
         .write_optimistic::<()>("configmaps", "default", "c", |current| {
