@@ -13,7 +13,8 @@ use serde_json::Value;
 use crate::registry::ResourceInfo;
 
 fn round_trip<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
-    let typed: T = serde_json::from_value(obj.clone()).ok()?;
+    // Read from the borrowed value: no copy of the object to decode it.
+    let typed = T::deserialize(obj).ok()?;
     serde_json::to_value(typed).ok()
 }
 
@@ -205,5 +206,54 @@ mod tests {
             json!({"metadata": {"name": "p"}, "spec": {"containers": "not a list", "whatever": 1}});
         assert!(drop_unknown_fields(&pods, &mut pod).is_empty());
         assert_eq!(pod["spec"]["whatever"], 1);
+    }
+
+    /// Decoding from the borrowed object gives what decoding an owned copy gave, for values of
+    /// every special form the types have (quantities, int-or-string, bytes, times) and for
+    /// values of the wrong type.
+    #[test]
+    fn decoding_the_borrowed_object_equals_decoding_a_copy() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret, Service};
+        fn same<T: DeserializeOwned + Serialize>(obj: Value) -> Option<Value> {
+            let copied = serde_json::from_value::<T>(obj.clone())
+                .ok()
+                .and_then(|t| serde_json::to_value(t).ok());
+            assert_eq!(round_trip::<T>(&obj), copied, "{obj}");
+            copied
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": "2024-01-02T03:04:05Z",
+                "managedFields": [{"manager": "m", "operation": "Update", "time": "2024-01-02T03:04:05Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}], "bogus": 1},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "ports": [{"containerPort": 80}],
+                "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}},
+                "livenessProbe": {"httpGet": {"port": "http", "path": "/"}},
+                "readinessProbe": {"tcpSocket": {"port": 8080}}}],
+                "terminationGracePeriodSeconds": 30, "unknown": [1, 2]},
+            "status": {"phase": "Running", "startTime": "2024-01-02T03:04:05Z",
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-02T03:04:05Z"}]}
+        });
+        assert!(same::<Pod>(pod.clone()).is_some());
+        let mut wrong = pod;
+        wrong["spec"]["containers"][0]["ports"][0]["containerPort"] = json!("eighty");
+        assert!(same::<Pod>(wrong).is_none());
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"k": "aGVsbG8="}, "type": "Opaque"});
+        assert!(same::<Secret>(secret).is_some());
+        assert!(
+            same::<Secret>(json!({"metadata": {"name": "s"}, "data": {"k": "not base64!"}}))
+                .is_none()
+        );
+        let cm =
+            json!({"metadata": {"name": "c"}, "data": {"a": "b"}, "binaryData": {"x": "AAE="}});
+        assert!(same::<ConfigMap>(cm).is_some());
+        let svc = json!({"metadata": {"name": "s"}, "spec": {"ports": [
+            {"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
+        assert!(same::<Service>(svc).is_some());
+        let event = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod"},
+            "eventTime": "2024-01-02T03:04:05.123456Z", "count": 2, "reason": "R"});
+        assert!(same::<Event>(event).is_some());
     }
 }

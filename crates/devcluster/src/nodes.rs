@@ -388,10 +388,18 @@ async fn patch_pod_status(
         field_manager: Some(manager.to_string()),
         ..PatchParams::default()
     };
-    match api
-        .patch_status(name, &params, &Patch::Strategic(patch))
-        .await
-    {
+    // The written pod comes back through the watch: the response body is not decoded.
+    let request = kube::core::Request::new(api.resource_url()).patch_subresource(
+        "status",
+        name,
+        &params,
+        &Patch::Strategic(patch),
+    );
+    let result = match request {
+        Ok(request) => api.clone().into_client().request_text(request).await,
+        Err(e) => Err(kube::Error::BuildRequest(e)),
+    };
+    match result {
         Ok(_) => Ok(Action::await_change()),
         Err(err) if settled(&err) => Ok(Action::await_change()),
         Err(source) => Err(NodeAgentError::Api {

@@ -44,7 +44,9 @@ pub use apply::{
 };
 pub use fieldset::{FieldPath, FieldSet, PathElement};
 pub use json::{MAX_JSON_PATCH_OPERATIONS, json_patch, merge_patch, merge_patch_request};
-pub use shape::{AtomicShape, BuiltinShape, FieldShape, ListType, builtin_shape};
+pub use shape::{
+    AtomicShape, BuiltinShape, FieldShape, ListType, builtin_shape, shared_builtin_shape,
+};
 pub use strategic::strategic_merge_patch;
 
 use serde_json::Value;

@@ -92,7 +92,7 @@ pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, ApiError> {
 
 /// List shapes of a custom resource: metadata rules of every object, the rest from the schema.
 struct CustomShape<'a> {
-    metadata: patch::BuiltinShape,
+    metadata: std::sync::Arc<patch::BuiltinShape>,
     schema: Option<&'a crate::schema::StructuralSchema>,
 }
 
@@ -114,12 +114,12 @@ fn with_shape<T>(info: &ResourceInfo, f: impl FnOnce(&dyn FieldShape) -> T) -> T
     let type_meta = TypeMeta::new(info.api_version(info.storage_version()), info.kind.clone());
     if info.is_custom() {
         let shape = CustomShape {
-            metadata: patch::builtin_shape(&type_meta),
+            metadata: patch::shared_builtin_shape(&type_meta),
             schema: info.schema_for(info.storage_version()),
         };
         f(&shape)
     } else {
-        f(&patch::builtin_shape(&type_meta))
+        f(&*patch::shared_builtin_shape(&type_meta))
     }
 }
 

@@ -6,6 +6,7 @@ mod delete;
 mod subresources;
 mod write;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::response::Response;
@@ -105,6 +106,42 @@ fn known_subresource(req: &ResourceRequest, sub: &str) -> bool {
     }
 }
 
+/// Whether `obj` (a stored object) is served to `req` exactly as stored: no conversion of its
+/// form, and the same apiVersion and kind. [`present`] then returns an equal copy.
+pub fn served_as_stored(obj: &Value, req: &ResourceRequest) -> bool {
+    req.info.shared_storage.is_none()
+        && obj.get("kind").and_then(Value::as_str) == Some(req.info.kind.as_str())
+        && obj.get("apiVersion").and_then(Value::as_str) == Some(req.api_version().as_str())
+}
+
+/// [`present`], borrowing the stored object when it is served as stored.
+pub fn present_cow<'a>(obj: &'a Value, req: &ResourceRequest) -> Cow<'a, Value> {
+    if served_as_stored(obj, req) {
+        Cow::Borrowed(obj)
+    } else {
+        Cow::Owned(present(obj, req))
+    }
+}
+
+/// The response carrying one stored object: the object's JSON as stored when it is served as
+/// stored (shared with the watch event `event` of the write that stored it, when given), else
+/// [`present`]'s form.
+pub fn object_response(
+    code: StatusCode,
+    obj: &Arc<Value>,
+    event: Option<&crate::store::Event>,
+    req: &ResourceRequest,
+) -> Response {
+    if !served_as_stored(obj, req) {
+        return json_response(code, &present(obj, req));
+    }
+    let body = match event {
+        Some(e) if Arc::ptr_eq(&e.object, obj) => e.encoded(),
+        _ => bytes::Bytes::from(serde_json::to_vec(&**obj).unwrap_or_default()),
+    };
+    crate::server::json_bytes_response(code, body)
+}
+
 /// The object as served at the requested version.
 pub fn present(obj: &Value, req: &ResourceRequest) -> Value {
     let mut out = crate::event_versions::from_storage(&req.info, obj.clone());
@@ -121,8 +158,11 @@ fn get(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError>
         .store
         .get(&req.info.storage_key(), req.namespace_or_empty(), name)
         .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
-    let obj = present(&obj, req);
     let accept = req.accept();
+    if !wants_table(accept) && !accept.contains("as=PartialObjectMetadata") {
+        return Ok(object_response(StatusCode::OK, &obj, None, req));
+    }
+    let obj = present(&obj, req);
     if wants_table(accept) {
         return Ok(json_response(
             StatusCode::OK,

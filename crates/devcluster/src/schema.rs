@@ -287,6 +287,12 @@ impl StructuralSchema {
         prune::prune_root(&self.root, obj);
     }
 
+    /// [`StructuralSchema::prune`], returning the paths of the fields it dropped (`.spec.foo`,
+    /// `.list[2].bar`) in document order, as `fieldValidation` reports them.
+    pub fn prune_reporting(&self, obj: &mut Value) -> Vec<String> {
+        prune::prune_root(&self.root, obj)
+    }
+
     /// Structural defaulting: sets `default`s of absent fields whose parent exists (and of
     /// non-nullable fields sent as null), then drops non-nullable nulls that have no default.
     pub fn apply_defaults(&self, obj: &mut Value) {

@@ -38,19 +38,33 @@ pub fn compile(crd: &Value) -> Vec<(String, std::sync::Arc<StructuralSchema>)> {
 
 /// Paths (`.spec.foo`) of fields present in `before` and missing in `after`: what pruning dropped.
 pub fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    let mut buf = path.to_string();
+    missing_members(before, after, &mut buf, out);
+}
+
+/// [`dropped_fields`] with the path in one buffer, written out only for a missing member.
+fn missing_members(before: &Value, after: &Value, path: &mut String, out: &mut Vec<String>) {
     match (before, after) {
         (Value::Object(b), Value::Object(a)) => {
             for (k, v) in b {
-                let p = format!("{path}.{k}");
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
                 match a.get(k) {
-                    None => out.push(p),
-                    Some(av) => dropped_fields(v, av, &p, out),
+                    None => out.push(path.clone()),
+                    Some(av) => missing_members(v, av, path, out),
                 }
+                path.truncate(len);
             }
         }
         (Value::Array(b), Value::Array(a)) => {
             for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
-                dropped_fields(bv, av, &format!("{path}[{i}]"), out);
+                let len = path.len();
+                path.push('[');
+                path.push_str(&i.to_string());
+                path.push(']');
+                missing_members(bv, av, path, out);
+                path.truncate(len);
             }
         }
         _ => {}
@@ -64,10 +78,7 @@ pub fn admit(
     old: Option<&Value>,
     new: &mut Value,
 ) -> (Vec<String>, Vec<Cause>) {
-    let before = new.clone();
-    schema.prune(new);
-    let mut dropped = Vec::new();
-    dropped_fields(&before, new, "", &mut dropped);
+    let dropped = schema.prune_reporting(new);
     schema.apply_defaults(new);
     let errors = match old {
         Some(old) => schema.validate_update(new, old),

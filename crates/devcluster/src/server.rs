@@ -153,7 +153,12 @@ impl ResourceRequest {
 
 pub fn json_response(code: StatusCode, body: &Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    (code, [(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+    json_bytes_response(code, bytes::Bytes::from(bytes))
+}
+
+/// A JSON response from an already serialized body.
+pub fn json_bytes_response(code: StatusCode, body: bytes::Bytes) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 async fn handle(State(state): State<SharedState>, req: Request) -> Response {

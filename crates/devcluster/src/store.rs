@@ -34,7 +34,7 @@ impl EventType {
 }
 
 /// One change of one object, as stored in the history and sent to watchers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Event {
     pub rv: u64,
     pub group_resource: Arc<str>,
@@ -42,8 +42,112 @@ pub struct Event {
     pub object: Arc<Value>,
     /// The object before this change (for watchers with selectors).
     pub previous: Option<Arc<Value>>,
-    /// The object serialized once, shared by every watcher that sends it unchanged.
-    pub encoded: std::sync::OnceLock<bytes::Bytes>,
+    /// The watch frame of this event (`{"type":…,"object":…}` and a newline) with the object
+    /// as stored, built once by whoever needs it first. Every watcher that sends the object as
+    /// stored shares it, and the write's response shares the object's JSON inside it.
+    frame: Mutex<FrameCache>,
+}
+
+/// An event's frame while it is fresh: kept until [`FRAMES_KEPT`] newer events exist, after
+/// which the history holds only the object (a watch that far behind serializes it again).
+#[derive(Debug, Default)]
+enum FrameCache {
+    #[default]
+    Empty,
+    Built(bytes::Bytes),
+    Released,
+}
+
+/// How many of the newest events keep their frame (at a few thousand writes a second, the
+/// last second or so: live watchers send an event within milliseconds).
+pub const FRAMES_KEPT: usize = 4096;
+
+/// Bytes of a frame before the object: `{"type":"<TYPE>","object":`.
+fn frame_prefix(frame_type: EventType) -> String {
+    format!("{{\"type\":\"{}\",\"object\":", frame_type.as_str())
+}
+
+/// Bytes of a frame after the object.
+const FRAME_SUFFIX: &[u8] = b"}\n";
+
+impl Event {
+    fn new(
+        rv: u64,
+        group_resource: Arc<str>,
+        event_type: EventType,
+        object: Arc<Value>,
+        previous: Option<Arc<Value>>,
+    ) -> Self {
+        Event {
+            rv,
+            group_resource,
+            event_type,
+            object,
+            previous,
+            frame: Mutex::new(FrameCache::Empty),
+        }
+    }
+
+    fn build_frame(&self) -> bytes::Bytes {
+        let mut out = frame_prefix(self.event_type).into_bytes();
+        // Serializing a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &*self.object);
+        out.extend_from_slice(FRAME_SUFFIX);
+        bytes::Bytes::from(out)
+    }
+
+    fn own_frame(&self) -> bytes::Bytes {
+        let mut cache = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cache {
+            FrameCache::Built(frame) => frame.clone(),
+            FrameCache::Released => {
+                drop(cache);
+                self.build_frame()
+            }
+            FrameCache::Empty => {
+                let frame = self.build_frame();
+                *cache = FrameCache::Built(frame.clone());
+                frame
+            }
+        }
+    }
+
+    /// Frees the kept frame; later requests for it serialize the object again.
+    fn release_frame(&self) {
+        *self.frame.lock().unwrap_or_else(|e| e.into_inner()) = FrameCache::Released;
+    }
+
+    /// Whether the frame is kept (for tests).
+    #[cfg(test)]
+    fn frame_is_kept(&self) -> bool {
+        matches!(
+            *self.frame.lock().unwrap_or_else(|e| e.into_inner()),
+            FrameCache::Built(_)
+        )
+    }
+
+    /// The object as JSON (the stored form): a view into the event's frame, serialized once.
+    pub fn encoded(&self) -> bytes::Bytes {
+        let frame = self.own_frame();
+        let start = frame_prefix(self.event_type).len();
+        let end = frame.len().saturating_sub(FRAME_SUFFIX.len()).max(start);
+        frame.slice(start..end)
+    }
+
+    /// The watch frame (`{"type":…,"object":…}` and a newline) of this event's object as
+    /// stored, sent as a `frame_type` event: the shared frame when that is the event's own type,
+    /// else a copy with the other type (a watcher with selectors sees an object move into or
+    /// out of its selection).
+    pub fn frame(&self, frame_type: EventType) -> bytes::Bytes {
+        if frame_type == self.event_type {
+            return self.own_frame();
+        }
+        let body = self.encoded();
+        let mut out = frame_prefix(frame_type).into_bytes();
+        out.extend_from_slice(&body);
+        out.extend_from_slice(FRAME_SUFFIX);
+        bytes::Bytes::from(out)
+    }
 }
 
 /// Identifies one stored object.
@@ -83,6 +187,14 @@ impl WriteOutcome {
             WriteOutcome::Unchanged(o) => o.as_ref(),
         }
     }
+}
+
+/// A write's outcome with the event it emitted (none when nothing changed or the write was a
+/// dry run), so that the response can share the event's serialization of the object.
+#[derive(Debug)]
+pub struct Committed {
+    pub outcome: WriteOutcome,
+    pub event: Option<Arc<Event>>,
 }
 
 /// Where a watch starts.
@@ -245,6 +357,18 @@ impl Store {
         name: &str,
         f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
     ) -> Result<WriteOutcome, E> {
+        self.write_committed(group_resource, namespace, name, f)
+            .map(|c| c.outcome)
+    }
+
+    /// [`Store::write`], also returning the event the write emitted.
+    pub fn write_committed<E>(
+        &self,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
+    ) -> Result<Committed, E> {
         let inner = self.lock();
         let current = lookup(&inner, group_resource, namespace, name);
         let next_rv = inner.rv + 1;
@@ -256,14 +380,15 @@ impl Store {
     /// the write starts, and its result is committed only if the object is still that one (the
     /// same stored version, or still absent); otherwise the closure runs again on the newer
     /// object. Writes to different objects compute in parallel and hold the lock only to commit.
-    /// An error the closure returns ends the write (it was right for the version it saw).
+    /// An error the closure returns ends the write (it was right for the version it saw). Returns
+    /// the event the write emitted with its outcome.
     pub fn write_optimistic<E>(
         &self,
         group_resource: &str,
         namespace: &str,
         name: &str,
         mut f: impl FnMut(Option<&Arc<Value>>) -> Result<WriteOp, E>,
-    ) -> Result<WriteOutcome, E> {
+    ) -> Result<Committed, E> {
         loop {
             let seen = self.get(group_resource, namespace, name);
             let op = f(seen.as_ref())?;
@@ -297,12 +422,12 @@ impl Store {
         name: &str,
         current: Option<Arc<Value>>,
         op: WriteOp,
-    ) -> WriteOutcome {
-        let outcome = self.commit(&mut inner, group_resource, namespace, name, current, op);
+    ) -> Committed {
+        let committed = self.commit(&mut inner, group_resource, namespace, name, current, op);
         let evicted = std::mem::take(&mut inner.evicted);
         drop(inner);
         drop(evicted);
-        outcome
+        committed
     }
 
     /// Apply a write's decision to the object `current` (as found under the lock).
@@ -314,7 +439,11 @@ impl Store {
         name: &str,
         current: Option<Arc<Value>>,
         op: WriteOp,
-    ) -> WriteOutcome {
+    ) -> Committed {
+        let unchanged = |current| Committed {
+            outcome: WriteOutcome::Unchanged(current),
+            event: None,
+        };
         let next_rv = inner.rv + 1;
         let key = (namespace.to_string(), name.to_string());
         let okey = ObjectKey {
@@ -323,12 +452,12 @@ impl Store {
             name: name.to_string(),
         };
         match op {
-            WriteOp::Unchanged => WriteOutcome::Unchanged(current),
+            WriteOp::Unchanged => unchanged(current),
             WriteOp::Put(mut obj) => {
                 if let Some(cur) = &current
                     && same_object(cur, &obj)
                 {
-                    return WriteOutcome::Unchanged(current);
+                    return unchanged(current);
                 }
                 inner.rv = next_rv;
                 set_rv(&mut obj, next_rv);
@@ -347,22 +476,26 @@ impl Store {
                 } else {
                     EventType::Added
                 };
-                self.emit(
+                let event = self.emit(
                     inner,
                     group_resource,
                     event_type,
                     obj.clone(),
                     current.clone(),
                 );
-                if current.is_some() {
+                let outcome = if current.is_some() {
                     WriteOutcome::Updated(obj)
                 } else {
                     WriteOutcome::Created(obj)
+                };
+                Committed {
+                    outcome,
+                    event: Some(event),
                 }
             }
             op @ (WriteOp::Delete | WriteOp::DeleteWith(_)) => {
                 let Some(cur) = current else {
-                    return WriteOutcome::Unchanged(None);
+                    return unchanged(None);
                 };
                 inner.rv = next_rv;
                 let mut last = match op {
@@ -375,14 +508,17 @@ impl Store {
                 if let Some(m) = inner.objects.get_mut(group_resource) {
                     m.remove(&key);
                 }
-                self.emit(
+                let event = self.emit(
                     inner,
                     group_resource,
                     EventType::Deleted,
                     last.clone(),
                     Some(cur.clone()),
                 );
-                WriteOutcome::Deleted(last)
+                Committed {
+                    outcome: WriteOutcome::Deleted(last),
+                    event: Some(event),
+                }
             }
         }
     }
@@ -394,16 +530,23 @@ impl Store {
         event_type: EventType,
         obj: Arc<Value>,
         previous: Option<Arc<Value>>,
-    ) {
-        let event = Arc::new(Event {
-            rv: inner.rv,
-            group_resource: Arc::from(group_resource),
+    ) -> Arc<Event> {
+        let event = Arc::new(Event::new(
+            inner.rv,
+            Arc::from(group_resource),
             event_type,
-            object: obj,
+            obj,
             previous,
-            encoded: std::sync::OnceLock::new(),
-        });
+        ));
         inner.history.push_back(event.clone());
+        if let Some(older) = inner
+            .history
+            .len()
+            .checked_sub(FRAMES_KEPT + 1)
+            .and_then(|i| inner.history.get(i))
+        {
+            older.release_frame();
+        }
         while inner.history.len() > inner.history_limit {
             if let Some(old) = inner.history.pop_front() {
                 inner.compacted_rv = old.rv;
@@ -414,7 +557,8 @@ impl Store {
         if let Some(tx) = inner.resource_channels.get(group_resource) {
             let _ = tx.send(event.clone());
         }
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(event.clone());
+        event
     }
 
     /// Drop the whole event history: every watch from an older resourceVersion gets 410.

@@ -82,44 +82,37 @@ impl Watcher {
         event_type: EventType,
         obj: &Value,
         previous: Option<&Value>,
-        encoded: Option<&std::sync::OnceLock<Bytes>>,
+        event: Option<&Event>,
     ) -> Option<Bytes> {
         let now = self.visible(obj);
-        let type_ = if !self.has_selectors {
+        let frame_type = if !self.has_selectors {
             if !now {
                 return None;
             }
-            event_type.as_str()
+            event_type
         } else {
             let was = previous.is_some_and(|p| self.visible(p));
             match (event_type, was, now) {
-                (EventType::Added, _, true) => "ADDED",
-                (EventType::Deleted, true, _) => "DELETED",
-                (EventType::Deleted, false, true) => "DELETED",
-                (EventType::Modified, false, true) => "ADDED",
-                (EventType::Modified, true, true) => "MODIFIED",
-                (EventType::Modified, true, false) => "DELETED",
+                (EventType::Added, _, true) => EventType::Added,
+                (EventType::Deleted, true, _) => EventType::Deleted,
+                (EventType::Deleted, false, true) => EventType::Deleted,
+                (EventType::Modified, false, true) => EventType::Added,
+                (EventType::Modified, true, true) => EventType::Modified,
+                (EventType::Modified, true, false) => EventType::Deleted,
                 _ => return None,
             }
         };
-        // Watchers at the stored version share one serialization of the object.
-        if let Some(cell) = encoded
+        // Watchers at the stored version share one frame of the object per frame type.
+        if let Some(event) = event
             && self.table.is_none()
+            && self.info.shared_storage.is_none()
             && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
             && obj.get("kind").and_then(Value::as_str) == Some(self.kind.as_str())
         {
-            let body =
-                cell.get_or_init(|| Bytes::from(serde_json::to_vec(obj).unwrap_or_default()));
-            let mut out = Vec::with_capacity(body.len() + 32);
-            out.extend_from_slice(b"{\"type\":\"");
-            out.extend_from_slice(type_.as_bytes());
-            out.extend_from_slice(b"\",\"object\":");
-            out.extend_from_slice(body);
-            out.extend_from_slice(b"}\n");
-            return Some(Bytes::from(out));
+            return Some(event.frame(frame_type));
         }
         let o = self.present(obj);
-        Some(frame(type_, &o))
+        Some(frame(frame_type.as_str(), &o))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -244,12 +237,8 @@ async fn deliver(w: &mut Watcher, e: &Event, group_resource: &str, from_rv: u64)
     if &*e.group_resource != group_resource || e.rv <= from_rv {
         return Delivery::Done;
     }
-    if let Some(f) = w.frame_for(
-        e.event_type,
-        &e.object,
-        e.previous.as_deref(),
-        Some(&e.encoded),
-    ) && !w.send(f).await
+    if let Some(f) = w.frame_for(e.event_type, &e.object, e.previous.as_deref(), Some(e))
+        && !w.send(f).await
     {
         return Delivery::Gone;
     }
@@ -289,12 +278,9 @@ async fn run(
             progress_rv = s.from_rv;
             for e in events {
                 progress_rv = e.rv;
-                if let Some(f) = w.frame_for(
-                    e.event_type,
-                    &e.object,
-                    e.previous.as_deref(),
-                    Some(&e.encoded),
-                ) && !w.send(f).await
+                if let Some(f) =
+                    w.frame_for(e.event_type, &e.object, e.previous.as_deref(), Some(&e))
+                    && !w.send(f).await
                 {
                     return;
                 }

@@ -174,12 +174,8 @@ impl FieldSet {
 
     /// The `fieldsV1` JSON encoding.
     pub fn to_fields_v1(&self) -> Value {
-        let mut root = Map::new();
-        for path in &self.0 {
-            mark_member(&mut root, &path.0);
-        }
-        strip_lone_dots(&mut root);
-        Value::Object(root)
+        let paths: Vec<&[PathElement]> = self.0.iter().map(|p| p.0.as_slice()).collect();
+        Value::Object(encode_sorted(&paths))
     }
 
     /// Decode `fieldsV1`; unreadable entries are skipped.
@@ -263,35 +259,34 @@ fn walk<'a>(
     Ok(out)
 }
 
-/// Add the nested objects of a member path, marking the member itself with `"."`.
-fn mark_member(node: &mut Map<String, Value>, elements: &[PathElement]) {
-    let Some((first, rest)) = elements.split_first() else {
-        return;
-    };
-    let child = node
-        .entry(first.encode())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(child) = child {
-        if rest.is_empty() {
+/// The `fieldsV1` object of sorted paths: the paths sharing a first element are contiguous, so
+/// each element is encoded once, for the group of paths below it. A member that also has
+/// members below it carries `".": {}`; one without is `{}`.
+fn encode_sorted(paths: &[&[PathElement]]) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut rest = paths;
+    while let Some(first) = rest.first() {
+        let Some(head) = first.first() else {
+            // The empty path marks nothing.
+            rest = &rest[1..];
+            continue;
+        };
+        let group_len = rest.iter().take_while(|p| p.first() == Some(head)).count();
+        let (group, after) = rest.split_at(group_len);
+        let is_member = group.iter().any(|p| p.len() == 1);
+        let below: Vec<&[PathElement]> = group
+            .iter()
+            .filter(|p| p.len() > 1)
+            .map(|p| &p[1..])
+            .collect();
+        let mut child = encode_sorted(&below);
+        if is_member && !child.is_empty() {
             child.insert(".".to_string(), Value::Object(Map::new()));
-        } else {
-            mark_member(child, rest);
         }
+        out.insert(head.encode(), Value::Object(child));
+        rest = after;
     }
-}
-
-fn strip_lone_dots(node: &mut Map<String, Value>) {
-    if node.len() == 1 && node.contains_key(".") {
-        node.clear();
-        return;
-    }
-    for (key, child) in node.iter_mut() {
-        if key != "."
-            && let Value::Object(m) = child
-        {
-            strip_lone_dots(m);
-        }
-    }
+    out
 }
 
 fn decode_into(map: &Map<String, Value>, prefix: &FieldPath, out: &mut BTreeSet<FieldPath>) {
@@ -602,6 +597,72 @@ mod tests {
     use super::super::{TypeMeta, builtin_shape};
     use super::*;
     use serde_json::json;
+
+    /// The plain encoding: mark each member path in a tree, then drop lone `"."` markers.
+    fn to_fields_v1_reference(set: &FieldSet) -> Value {
+        fn mark_member(node: &mut Map<String, Value>, elements: &[PathElement]) {
+            let Some((first, rest)) = elements.split_first() else {
+                return;
+            };
+            let child = node
+                .entry(first.encode())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(child) = child {
+                if rest.is_empty() {
+                    child.insert(".".to_string(), Value::Object(Map::new()));
+                } else {
+                    mark_member(child, rest);
+                }
+            }
+        }
+        fn strip_lone_dots(node: &mut Map<String, Value>) {
+            if node.len() == 1 && node.contains_key(".") {
+                node.clear();
+                return;
+            }
+            for (key, child) in node.iter_mut() {
+                if key != "."
+                    && let Value::Object(m) = child
+                {
+                    strip_lone_dots(m);
+                }
+            }
+        }
+        let mut root = Map::new();
+        for path in &set.0 {
+            mark_member(&mut root, &path.0);
+        }
+        strip_lone_dots(&mut root);
+        Value::Object(root)
+    }
+
+    #[test]
+    fn encoding_sorted_paths_equals_the_plain_encoding() {
+        let mut g = crate::patch::test_gen::Gen(0x00f1_e1d5_0001);
+        let elements = |g: &mut crate::patch::test_gen::Gen| match g.below(5) {
+            0 | 1 => PathElement::Field(g.pick(&["a", "b", "c"]).to_string()),
+            2 => PathElement::Key(format!("{{\"name\":\"{}\"}}", g.pick(&["x", "y"]))),
+            3 => PathElement::Value(format!("\"{}\"", g.pick(&["p", "q"]))),
+            _ => PathElement::Index(g.below(3) as usize),
+        };
+        for case in 0..3000 {
+            let mut set = FieldSet::default();
+            for _ in 0..g.below(12) {
+                let len = g.below(5) as usize;
+                set.0
+                    .insert(FieldPath((0..len).map(|_| elements(&mut g)).collect()));
+            }
+            assert_eq!(
+                set.to_fields_v1(),
+                to_fields_v1_reference(&set),
+                "case {case}: {set:?}"
+            );
+            // and it decodes back to the set (the empty path aside)
+            let mut without_empty = set.clone();
+            without_empty.0.remove(&FieldPath::default());
+            assert_eq!(FieldSet::from_fields_v1(&set.to_fields_v1()), without_empty);
+        }
+    }
 
     #[test]
     fn fields_v1_encoding_matches_the_api_server() {

@@ -2,6 +2,9 @@
 //! and the `patchStrategy`/`patchMergeKey` tags used by strategic merge patch, for the built-in
 //! kinds devcluster serves. Lists not in the table are atomic (replaced whole).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use serde_json::{Value, json};
 
 use super::TypeMeta;
@@ -315,9 +318,52 @@ pub fn builtin_shape(type_meta: &TypeMeta) -> BuiltinShape {
     shape
 }
 
+/// [`builtin_shape`], built once per kind (group and kind: all it depends on) and shared, since
+/// every write of a built-in kind, and the metadata of every custom resource write, needs one.
+pub fn shared_builtin_shape(type_meta: &TypeMeta) -> Arc<BuiltinShape> {
+    type Shapes = Mutex<HashMap<(String, String), Arc<BuiltinShape>>>;
+    static SHAPES: OnceLock<Shapes> = OnceLock::new();
+    let key = (type_meta.group().to_string(), type_meta.kind.clone());
+    let mut shapes = SHAPES
+        .get_or_init(Shapes::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    shapes
+        .entry(key)
+        .or_insert_with(|| Arc::new(builtin_shape(type_meta)))
+        .clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shared_shape_of_a_kind_is_built_once_and_equals_a_fresh_one() {
+        for (api_version, kind) in [
+            ("v1", "Pod"),
+            ("apps/v1", "Deployment"),
+            ("v1", "Service"),
+            ("v1", "ConfigMap"),
+            ("events.k8s.io/v1", "Event"),
+            ("v1", "Event"),
+            ("agents.x-k8s.io/v1beta1", "Sandbox"),
+        ] {
+            let type_meta = TypeMeta::new(api_version, kind);
+            let shared = shared_builtin_shape(&type_meta);
+            assert_eq!(
+                format!("{:?}", *shared),
+                format!("{:?}", builtin_shape(&type_meta)),
+                "{api_version} {kind}"
+            );
+            assert!(Arc::ptr_eq(&shared, &shared_builtin_shape(&type_meta)));
+        }
+        // Another version of the same kind has the same shape.
+        assert!(Arc::ptr_eq(
+            &shared_builtin_shape(&TypeMeta::new("apps/v1", "Deployment")),
+            &shared_builtin_shape(&TypeMeta::new("apps/v1beta2", "Deployment")),
+        ));
+    }
 
     #[test]
     fn pod_lists() {

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::json::{go_fmt, go_json_kind};
-use super::shape::{BuiltinShape, PatchStrategy, builtin_shape};
+use super::shape::{BuiltinShape, PatchStrategy, shared_builtin_shape};
 use super::{PatchError, TypeMeta};
 
 const PATCH_DIRECTIVE: &str = "$patch";
@@ -34,7 +34,7 @@ pub fn strategic_merge_patch(
             )));
         }
     };
-    let shape = builtin_shape(type_meta);
+    let shape = shared_builtin_shape(type_meta);
     let original = match target {
         Value::Object(m) => m.clone(),
         _ => Map::new(),

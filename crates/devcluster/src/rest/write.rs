@@ -8,9 +8,9 @@ use crate::api_error::{ApiError, Cause};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::server::{ResourceRequest, SharedState, json_response};
-use crate::store::{WriteOp, WriteOutcome};
+use crate::store::{Committed, WriteOp, WriteOutcome};
 
-use super::present;
+use super::{object_response, present};
 
 /// Media types of create/update bodies devcluster reads (protobuf only for a few kinds).
 const BODY_MEDIA_TYPES: &[&str] = &["application/json", "application/yaml"];
@@ -244,31 +244,36 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
-        let result = state
-            .store
-            .write(&info.storage_key(), &ns, &name, |current, _rv| {
-                if current.is_some() {
-                    return Err(ApiError::already_exists(&info.group, &info.plural, &name));
-                }
-                if dry {
-                    dry_result = Some(candidate);
-                    return Ok(WriteOp::Unchanged);
-                }
-                Ok(WriteOp::Put(candidate))
-            });
+        let result =
+            state
+                .store
+                .write_committed(&info.storage_key(), &ns, &name, |current, _rv| {
+                    if current.is_some() {
+                        return Err(ApiError::already_exists(&info.group, &info.plural, &name));
+                    }
+                    if dry {
+                        dry_result = Some(candidate);
+                        return Ok(WriteOp::Unchanged);
+                    }
+                    Ok(WriteOp::Put(candidate))
+                });
         match result {
             Err(e) if e.reason == "AlreadyExists" && explicit.is_none() && attempt < 7 => continue,
             Err(e) => return Err(e),
-            Ok(outcome) => {
-                let obj = match (dry_result, outcome.object()) {
-                    (Some(d), _) => d,
-                    (None, Some(o)) => (**o).clone(),
-                    (None, None) => return Err(ApiError::internal("create stored nothing")),
-                };
-                if !dry {
-                    crate::crd::after_write(state, &info, &outcome);
+            Ok(committed) => {
+                if let Some(d) = dry_result {
+                    return Ok(json_response(StatusCode::CREATED, &present(&d, req)));
                 }
-                return Ok(json_response(StatusCode::CREATED, &present(&obj, req)));
+                let Some(obj) = committed.outcome.object() else {
+                    return Err(ApiError::internal("create stored nothing"));
+                };
+                crate::crd::after_write(state, &info, &committed.outcome);
+                return Ok(object_response(
+                    StatusCode::CREATED,
+                    obj,
+                    committed.event.as_deref(),
+                    req,
+                ));
             }
         }
     }
@@ -287,20 +292,7 @@ pub fn prepare_update(
 ) -> Result<Value, ApiError> {
     let name = meta::meta_str(old, "name").unwrap_or("").to_string();
     if subresource == Some("status") {
-        let mut out = old.clone();
-        if let Some(o) = out.as_object_mut() {
-            match new.get("status") {
-                Some(s) => o.insert("status".into(), s.clone()),
-                None => o.remove("status"),
-            };
-        }
-        // managedFields travel with the write.
-        if let Some(mf) = new.pointer("/metadata/managedFields").cloned()
-            && let Some(m) = meta::metadata_mut(&mut out)
-        {
-            m.insert("managedFields".into(), mf);
-        }
-        return Ok(out);
+        return Ok(status_write(old, new));
     }
     if subresource == Some("finalize") {
         let mut out = old.clone();
@@ -372,6 +364,51 @@ pub fn prepare_update(
     Ok(new)
 }
 
+/// What a write to the status subresource stores: the stored object with the written status
+/// (none if the write has none) and the written `managedFields` (which travel with the write).
+/// Copies of the stored object's status and managedFields are not made only to be replaced.
+fn status_write(old: &Value, new: Value) -> Value {
+    let Value::Object(old) = old else {
+        return old.clone();
+    };
+    let mut new = match new {
+        Value::Object(new) => new,
+        _ => Map::new(),
+    };
+    let status = new.remove("status");
+    let managed_fields = new
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("managedFields"));
+    let mut out = Map::new();
+    for (key, value) in old {
+        match (key.as_str(), value) {
+            ("status", _) => {}
+            ("metadata", Value::Object(old_meta)) if managed_fields.is_some() => {
+                let meta: Map<String, Value> = old_meta
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "managedFields")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                out.insert(key.clone(), Value::Object(meta));
+            }
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if let Some(status) = status {
+        out.insert("status".into(), status);
+    }
+    let mut out = Value::Object(out);
+    if let Some(mf) = managed_fields
+        && let Some(m) = meta::metadata_mut(&mut out)
+    {
+        m.insert("managedFields".into(), mf);
+    }
+    out
+}
+
 /// Bumps `metadata.generation` when anything outside metadata and status changed. Runs after
 /// the schema has pruned and defaulted the new object, so a write that only drops a defaulted
 /// field (e.g. a port's `protocol: TCP`) is the no-op it is on a real server.
@@ -423,25 +460,27 @@ fn finish(new: Value) -> WriteOp {
 fn respond_written(
     state: &SharedState,
     req: &ResourceRequest,
-    outcome: WriteOutcome,
+    committed: Committed,
     dry_result: Option<Value>,
     created_code: StatusCode,
 ) -> Result<Response, ApiError> {
+    let outcome = &committed.outcome;
     let code = if matches!(outcome, WriteOutcome::Created(_)) {
         created_code
     } else {
         StatusCode::OK
     };
-    let obj = match (dry_result, outcome.object()) {
-        (Some(d), _) => d,
-        (None, Some(o)) => (**o).clone(),
-        (None, None) => return Err(ApiError::internal("write produced no object")),
-    };
-    if let WriteOutcome::Deleted(o) = &outcome {
+    if let WriteOutcome::Deleted(o) = outcome {
         crate::kinds::on_deleted(state, &req.info.group_resource(), o);
     }
-    crate::crd::after_write(state, &req.info, &outcome);
-    Ok(json_response(code, &present(&obj, req)))
+    crate::crd::after_write(state, &req.info, outcome);
+    if let Some(d) = dry_result {
+        return Ok(json_response(code, &present(&d, req)));
+    }
+    match outcome.object() {
+        Some(obj) => Ok(object_response(code, obj, committed.event.as_deref(), req)),
+        None => Err(ApiError::internal("write produced no object")),
+    }
 }
 
 pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
@@ -483,7 +522,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let dry = dry_run(req);
     let mut dry_result = None;
     let now = meta::now_rfc3339();
-    let outcome = state.store.write_optimistic(
+    let committed = state.store.write_optimistic(
         &info.storage_key(),
         req.namespace_or_empty(),
         &name,
@@ -549,7 +588,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
-    respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
+    respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 
 /// Everything the server does to a new object written by PUT (kinds that allow create on
@@ -634,7 +673,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     if needs_namespace_check {
         check_namespace(state, req, &name)?;
     }
-    let outcome = state
+    let committed = state
         .store
         .write_optimistic(&info.storage_key(), &ns, &name, |current| {
             let Some(current) = current else {
@@ -649,7 +688,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 }
                 return Ok(WriteOp::Put(created));
             };
-            let served = present(current, req);
+            let served = super::present_cow(current, req);
             let mut patched = crate::patch_glue::apply_patch(
                 kind,
                 &served,
@@ -686,5 +725,8 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             }
             Ok(finish(new))
         })?;
-    respond_written(state, req, outcome, dry_result, StatusCode::CREATED)
+    respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
+
+#[cfg(test)]
+mod tests;

@@ -24,59 +24,107 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// Prunes a whole object. `apiVersion`, `kind` and `metadata` at the top level are always kept;
-/// `metadata` (top level and embedded) keeps the fields of ObjectMeta.
-pub(crate) fn prune_root(root: &Node, obj: &mut Value) {
-    prune_object(root, obj, true);
+/// `metadata` (top level and embedded) keeps the fields of ObjectMeta. Returns the paths of the
+/// fields it dropped (`.spec.foo`, `.list[2].bar`), in document order.
+pub(crate) fn prune_root(root: &Node, obj: &mut Value) -> Vec<String> {
+    let mut pruner = Pruner::default();
+    pruner.object(root, obj, true);
+    pruner.dropped
 }
 
-fn prune_object(node: &Node, value: &mut Value, is_resource_root: bool) {
-    match value {
-        Value::Object(map) => {
-            let keep_all = node.preserve_unknown;
-            let mut to_remove = Vec::new();
-            for (key, child) in map.iter_mut() {
-                if is_resource_root && (key == "apiVersion" || key == "kind") {
-                    continue;
-                }
-                if is_resource_root && key == "metadata" {
-                    // Not pruned by the schema, but read as an ObjectMeta, which drops what
-                    // ObjectMeta does not have.
-                    prune_object_meta(child);
-                    continue;
-                }
-                if let Some(child_node) = node.properties.get(key) {
-                    prune_value(child_node, child);
-                } else {
-                    match &node.additional {
-                        Some(Additional::Schema(child_node)) => prune_value(child_node, child),
-                        Some(Additional::Any) => {}
-                        None if keep_all => {}
-                        None => to_remove.push(key.clone()),
+/// Prunes a value against its node (defaults are checked this way at CRD time).
+pub(crate) fn prune_value(node: &Node, value: &mut Value) {
+    Pruner::default().value(node, value);
+}
+
+/// One pruning pass: the path of the value being pruned (one buffer, grown and cut back as the
+/// walk goes down and up, so a path is written out only for a field that is dropped) and the
+/// paths dropped so far.
+#[derive(Default)]
+struct Pruner {
+    path: String,
+    dropped: Vec<String>,
+}
+
+impl Pruner {
+    /// Runs `f` with `.key` appended to the current path.
+    fn under_key<T>(&mut self, key: &str, f: impl FnOnce(&mut Self) -> T) -> T {
+        let len = self.path.len();
+        self.path.push('.');
+        self.path.push_str(key);
+        let out = f(self);
+        self.path.truncate(len);
+        out
+    }
+
+    fn drop_current(&mut self) {
+        self.dropped.push(self.path.clone());
+    }
+
+    fn object(&mut self, node: &Node, value: &mut Value, is_resource_root: bool) {
+        match value {
+            Value::Object(map) => {
+                let keep_all = node.preserve_unknown;
+                map.retain(|key, child| {
+                    if is_resource_root && (key == "apiVersion" || key == "kind") {
+                        return true;
+                    }
+                    self.under_key(key, |p| {
+                        if is_resource_root && key == "metadata" {
+                            // Not pruned by the schema, but read as an ObjectMeta, which drops
+                            // what ObjectMeta does not have.
+                            p.object_meta(child);
+                            return true;
+                        }
+                        if let Some(child_node) = node.properties.get(key) {
+                            p.value(child_node, child);
+                            return true;
+                        }
+                        match &node.additional {
+                            Some(Additional::Schema(child_node)) => {
+                                p.value(child_node, child);
+                                true
+                            }
+                            Some(Additional::Any) => true,
+                            None if keep_all => true,
+                            None => {
+                                p.drop_current();
+                                false
+                            }
+                        }
+                    })
+                });
+            }
+            Value::Array(items) => {
+                if let Some(item_node) = &node.items {
+                    for (i, item) in items.iter_mut().enumerate() {
+                        let len = self.path.len();
+                        self.path.push('[');
+                        self.path.push_str(&i.to_string());
+                        self.path.push(']');
+                        self.value(item_node, item);
+                        self.path.truncate(len);
                     }
                 }
             }
-            for key in to_remove {
-                map.remove(&key);
-            }
+            _ => {}
         }
-        Value::Array(items) => {
-            if let Some(item_node) = &node.items {
-                for item in items {
-                    prune_value(item_node, item);
-                }
-            }
-        }
-        _ => {}
     }
-}
 
-pub(crate) fn prune_value(node: &Node, value: &mut Value) {
-    prune_object(node, value, node.embedded);
-}
+    fn value(&mut self, node: &Node, value: &mut Value) {
+        self.object(node, value, node.embedded);
+    }
 
-fn prune_object_meta(meta: &mut Value) {
-    if let Value::Object(map) = meta {
-        map.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+    fn object_meta(&mut self, meta: &mut Value) {
+        if let Value::Object(map) = meta {
+            map.retain(|k, _| {
+                let keep = OBJECT_META_FIELDS.contains(&k.as_str());
+                if !keep {
+                    self.under_key(k, Pruner::drop_current);
+                }
+                keep
+            });
+        }
     }
 }
 

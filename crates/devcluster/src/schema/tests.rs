@@ -31,6 +31,7 @@ fn spec_schema(spec_properties: Value) -> StructuralSchema {
 
 mod cel;
 mod from_openapi;
+mod prune_report;
 mod reference;
 mod robustness;
 mod validation;

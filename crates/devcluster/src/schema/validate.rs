@@ -46,6 +46,19 @@ fn child_path(path: &str, name: &str) -> String {
     }
 }
 
+/// [`Validator::in_body`] as a `Display`, for messages built only when a check fails.
+struct InBody<'a>(&'a str);
+
+impl std::fmt::Display for InBody<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("body")
+        } else {
+            write!(f, "{} in body", self.0)
+        }
+    }
+}
+
 /// The JSON type name of a value, as kube-openapi reports it.
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -147,11 +160,7 @@ impl Validator {
 
     /// `<path> in body ...`, kube-openapi's way of naming the field in its messages.
     fn in_body(path: &str) -> String {
-        if path.is_empty() {
-            "body".to_string()
-        } else {
-            format!("{path} in body")
-        }
+        InBody(path).to_string()
     }
 
     fn type_matches(ty: JsonType, v: &Value) -> bool {
@@ -313,7 +322,8 @@ impl Validator {
 
     /// String, format, number, array, enum and object-size keywords, in kube-openapi's order.
     fn value_checks(&mut self, node: &Node, value: &Value, path: &str) {
-        let body = Self::in_body(path);
+        // Written out only into the message of an error.
+        let body = InBody(path);
         match value {
             Value::Number(n) => {
                 let x = n.as_f64().unwrap_or(f64::NAN);

@@ -41,6 +41,7 @@ fn increment(store: &Store) -> WriteOutcome {
             Ok(WriteOp::Put(next))
         })
         .unwrap()
+        .outcome
 }
 
 #[test]
@@ -96,7 +97,8 @@ fn an_optimistic_write_recomputes_on_the_newer_object_and_keeps_its_errors() {
             next["data"]["n"] = json!(seen * 10);
             Ok(WriteOp::Put(next))
         })
-        .unwrap();
+        .unwrap()
+        .outcome;
     assert_eq!(runs, [1, 2], "the second run saw the other writer's update");
     assert_eq!(outcome.object().unwrap()["data"]["n"], 20);
     assert_eq!(store.current_rv(), 4);
@@ -118,7 +120,74 @@ fn an_optimistic_write_recomputes_on_the_newer_object_and_keeps_its_errors() {
             ))
         })
         .unwrap();
-    assert!(matches!(created, WriteOutcome::Created(_)));
+    assert!(matches!(created.outcome, WriteOutcome::Created(_)));
+}
+
+/// A write's response and its watchers share one serialization of the committed object; the
+/// frames are built once per frame type, and each is the object as stored.
+#[test]
+fn a_committed_event_encodes_the_stored_object_once_for_everyone() {
+    let store = Store::new(10 * FRAMES_KEPT, 100);
+    let (_, mut rx) = store.watch("configmaps", None, None);
+    let committed = store
+        .write_optimistic::<()>("configmaps", "default", "c", |_| {
+            Ok(WriteOp::Put(
+                json!({"metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}}),
+            ))
+        })
+        .unwrap();
+    let event = committed.event.expect("a create emits an event");
+    let stored = committed.outcome.object().unwrap().clone();
+    assert!(Arc::ptr_eq(&event.object, &stored));
+    let body = event.encoded();
+    let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        parsed, *stored,
+        "the encoding is the stored object, resourceVersion included"
+    );
+    assert_eq!(parsed["metadata"]["resourceVersion"], "2");
+    let watched = rx.try_recv().unwrap();
+    assert!(
+        Arc::ptr_eq(&watched, &event),
+        "the watchers get the same event"
+    );
+    assert_eq!(watched.encoded().as_ptr(), body.as_ptr(), "serialized once");
+    let added = event.frame(EventType::Added);
+    assert_eq!(
+        added.as_ptr(),
+        event.frame(EventType::Added).as_ptr(),
+        "built once"
+    );
+    let frame: serde_json::Value = serde_json::from_slice(&added).unwrap();
+    assert_eq!(frame, json!({"type": "ADDED", "object": parsed}));
+    assert!(added.ends_with(b"}\n"));
+    // The object's JSON is the frame's middle.
+    let prefix = br#"{"type":"ADDED","object":"#.len();
+    assert_eq!(&added[prefix..added.len() - 2], &body[..]);
+    let deleted: serde_json::Value =
+        serde_json::from_slice(&event.frame(EventType::Deleted)).unwrap();
+    assert_eq!(deleted, json!({"type": "DELETED", "object": parsed}));
+    // The newest events keep their frame; older ones serialize again, to the same bytes.
+    assert!(event.frame_is_kept());
+    for i in 1..FRAMES_KEPT {
+        put(&store, &format!("n{i}"), "x");
+    }
+    assert!(
+        event.frame_is_kept(),
+        "still among the newest {FRAMES_KEPT}"
+    );
+    put(&store, "one-more", "x");
+    assert!(!event.frame_is_kept(), "released once older");
+    assert_eq!(event.frame(EventType::Added), added);
+    assert!(!event.frame_is_kept(), "not kept again");
+    // A no-op emits nothing.
+    let same = store
+        .write_optimistic::<()>("configmaps", "default", "c", |current| {
+            Ok(WriteOp::Put((**current.unwrap()).clone()))
+        })
+        .unwrap();
+    assert!(same.event.is_none());
+    assert!(matches!(same.outcome, WriteOutcome::Unchanged(Some(_))));
 }
 
 #[test]

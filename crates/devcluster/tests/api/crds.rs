@@ -316,3 +316,97 @@ async fn rewriting_a_defaulted_spec_is_a_no_op() {
         made.metadata.resource_version
     );
 }
+
+/// Write responses and watch events of a custom resource are the object at the version they
+/// were requested at: at the storage version the stored JSON as is (shared by the response and
+/// the watchers), at another served version with that version's apiVersion.
+#[tokio::test]
+async fn responses_and_watch_events_carry_the_requested_version() {
+    use futures::StreamExt;
+    let dc = start_without_nodes().await;
+    install_reference_crds(&dc.client()).await;
+    let client = dc.client();
+    let base = "/apis/agents.x-k8s.io";
+    let path =
+        |version: &str, name: &str| format!("{base}/{version}/namespaces/default/sandboxes{name}");
+    let created: serde_json::Value = client
+        .request(
+            http::Request::post(path("v1beta1", ""))
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&sandbox("box")).unwrap())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["apiVersion"], "agents.x-k8s.io/v1beta1");
+    let watch = |version: &str| {
+        http::Request::get(format!(
+            "{}?watch=true&timeoutSeconds=2&resourceVersion={}",
+            path(version, ""),
+            created["metadata"]["resourceVersion"].as_str().unwrap()
+        ))
+        .body(Vec::new())
+        .unwrap()
+    };
+    let stored_watch = client
+        .request_events::<serde_json::Value>(watch("v1beta1"))
+        .await
+        .unwrap();
+    let other_watch = client
+        .request_events::<serde_json::Value>(watch("v1alpha1"))
+        .await
+        .unwrap();
+    let patch = |version: &str, value: &str| {
+        http::Request::patch(path(version, "/box"))
+            .header("Content-Type", "application/merge-patch+json")
+            .body(
+                serde_json::to_vec(&json!({"metadata": {"labels": {"written-at": value}}}))
+                    .unwrap(),
+            )
+            .unwrap()
+    };
+    let at_storage: serde_json::Value = client.request(patch("v1beta1", "beta")).await.unwrap();
+    let at_other: serde_json::Value = client.request(patch("v1alpha1", "alpha")).await.unwrap();
+    assert_eq!(at_storage["apiVersion"], "agents.x-k8s.io/v1beta1");
+    assert_eq!(at_other["apiVersion"], "agents.x-k8s.io/v1alpha1");
+    assert_eq!(at_other["metadata"]["labels"]["written-at"], "alpha");
+    let fetched: serde_json::Value = client
+        .request(
+            http::Request::get(path("v1alpha1", "/box"))
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fetched, at_other,
+        "a GET at v1alpha1 serves what the write answered"
+    );
+
+    let modified = |events: Vec<Result<kube::api::WatchEvent<serde_json::Value>, _>>| {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                Ok(kube::api::WatchEvent::Modified(o)) => Some(o),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let stored_events = modified(stored_watch.collect().await);
+    let other_events = modified(other_watch.collect().await);
+    assert_eq!(stored_events.len(), 2, "{stored_events:?}");
+    assert_eq!(other_events.len(), 2, "{other_events:?}");
+    assert_eq!(
+        stored_events[0], at_storage,
+        "the response is the watched object"
+    );
+    assert_eq!(stored_events[1]["apiVersion"], "agents.x-k8s.io/v1beta1");
+    assert_eq!(
+        stored_events[1]["metadata"]["resourceVersion"],
+        at_other["metadata"]["resourceVersion"]
+    );
+    let mut expected_other = at_storage.clone();
+    expected_other["apiVersion"] = json!("agents.x-k8s.io/v1alpha1");
+    assert_eq!(other_events[0], expected_other);
+    assert_eq!(other_events[1], at_other);
+}
