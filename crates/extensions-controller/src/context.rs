@@ -193,8 +193,11 @@ pub struct PoolState {
     status_held: Mutex<HashMap<String, Instant>>,
     /// Template `namespace/name` → (UID, resourceVersion, blueprint hash): the hash serializes
     /// the whole blueprint, so it is computed once per template version, not once per pass.
-    blueprint_hashes: Mutex<HashMap<String, (Option<String>, Option<String>, String)>>,
+    blueprint_hashes: Mutex<HashMap<String, HashedBlueprint>>,
 }
+
+/// A template version's blueprint hash: (UID, resourceVersion, hash).
+type HashedBlueprint = (Option<String>, Option<String>, String);
 
 impl PoolState {
     pub fn new(settings: PoolSettings) -> Self {
