@@ -72,15 +72,32 @@ impl Stores {
             .sandbox_index
             .with_pool_label(&self.sandboxes, namespace, pool_label);
         // The index runs one event ahead of the store: keep what the store shows labelled.
-        found.retain(|sb| {
-            sb.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(api_types::keys::SANDBOX_WARM_POOL_LABEL))
-                .map(String::as_str)
-                == Some(pool_label)
-        });
+        found.retain(|sb| has_pool_label(sb, pool_label));
         found
+    }
+
+    /// A pool pass's view of the Sandboxes in `namespace` labelled `pool_label`: the number
+    /// of quiet members in the classes `countable` accepts (counted, not looked at), and every
+    /// other labelled Sandbox, including the members named in `must_look`
+    /// ([`crate::sandbox_index::SandboxIndex::pool_census`]). The count is the index's, which
+    /// may run one watch event ahead of the store; the listed ones are what the store shows
+    /// with the label.
+    pub fn pool_census(
+        &self,
+        namespace: &str,
+        pool_label: &str,
+        countable: impl Fn(&crate::pool_census::QuietClass) -> bool,
+        must_look: &[String],
+    ) -> (usize, Vec<std::sync::Arc<Sandbox>>) {
+        let (quiet, mut found) = self.sandbox_index.pool_census(
+            &self.sandboxes,
+            namespace,
+            pool_label,
+            countable,
+            must_look,
+        );
+        found.retain(|sb| has_pool_label(sb, pool_label));
+        (quiet, found)
     }
 
     /// Cached Sandboxes in `namespace` whose controlling owner has UID `uid`.
@@ -96,6 +113,15 @@ impl Stores {
         });
         found
     }
+}
+
+fn has_pool_label(sb: &Sandbox, pool_label: &str) -> bool {
+    sb.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(api_types::keys::SANDBOX_WARM_POOL_LABEL))
+        .map(String::as_str)
+        == Some(pool_label)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +191,13 @@ pub struct PoolState {
     pub not_progressing: Mutex<HashSet<String>>,
     /// Per pool: since when a count-only status change has been held back.
     status_held: Mutex<HashMap<String, Instant>>,
+    /// Template `namespace/name` → (UID, resourceVersion, blueprint hash): the hash serializes
+    /// the whole blueprint, so it is computed once per template version, not once per pass.
+    blueprint_hashes: Mutex<HashMap<String, HashedBlueprint>>,
 }
+
+/// A template version's blueprint hash: (UID, resourceVersion, hash).
+type HashedBlueprint = (Option<String>, Option<String>, String);
 
 impl PoolState {
     pub fn new(settings: PoolSettings) -> Self {
@@ -175,8 +207,45 @@ impl PoolState {
             hold: ReplenishHold::new(settings.replenish_delay),
             not_progressing: Mutex::default(),
             status_held: Mutex::default(),
+            blueprint_hashes: Mutex::default(),
             settings,
         }
+    }
+
+    /// [`blueprint_hash`](crate::warm_pool::blueprint::blueprint_hash) of `template`'s
+    /// blueprint, remembered per template version (UID and resourceVersion; a template
+    /// without a resourceVersion is hashed every time).
+    pub fn blueprint_hash(&self, template: &SandboxTemplate) -> String {
+        let meta = &template.metadata;
+        let compute = || crate::warm_pool::blueprint::blueprint_hash(&template.spec.blueprint);
+        if meta.resource_version.is_none() {
+            return compute();
+        }
+        let key = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        let mut hashes = self
+            .blueprint_hashes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((uid, rv, hash)) = hashes.get(&key)
+            && *uid == meta.uid
+            && *rv == meta.resource_version
+        {
+            return hash.clone();
+        }
+        let hash = compute();
+        hashes.insert(
+            key,
+            (
+                meta.uid.clone(),
+                meta.resource_version.clone(),
+                hash.clone(),
+            ),
+        );
+        hash
     }
 
     /// [`status_write`] for pool `key`, remembering when a hold started and forgetting it

@@ -9,6 +9,8 @@
 //! | [`metrics`] | the reference's claim metrics |
 //! | [`controller`] | shared reflectors and the three kube-runtime Controllers |
 //! | [`sandbox_index`] | the Sandbox cache's indexes (members by pool label, Sandboxes by controller UID) |
+//! | [`pool_census`] | a pool label's members split into quiet classes (counted) and the rest (looked at) |
+//! | [`candidate_queue`] | each pool's warm candidates in adoption order |
 //!
 //! [`run`] is the whole binary; [`run_with`] runs it on a prepared
 //! [`controller_common::Runtime`] (tests build one around their own client).
@@ -21,6 +23,7 @@ pub mod controller;
 pub mod error;
 pub mod metrics;
 pub mod ownership;
+pub mod pool_census;
 pub mod sandbox_index;
 pub mod template;
 pub mod warm_pool;

@@ -1,5 +1,6 @@
-//! Secondary indexes over the shared Sandbox cache: members by pool label, Sandboxes by
-//! controlling owner UID, and each pool's warm candidates in order ([`crate::candidate_queue`]).
+//! Secondary indexes over the shared Sandbox cache: members by pool label (quiet ones counted
+//! by class, [`crate::pool_census`]), Sandboxes by controlling owner UID, and each pool's warm
+//! candidates in order ([`crate::candidate_queue`]).
 //! Without them every claim pass and every pool pass scanned the whole cache (tens of
 //! thousands of Sandboxes at scale) to find a handful of objects, and every claim pass ranked
 //! every member of its pool.
@@ -20,6 +21,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use crate::candidate_queue::{PoolKey, PoolQueue, Slot};
+use crate::pool_census::{LabelGroup, QuietClass};
 
 /// A Sandbox's store key, built once when the Sandbox is filed and shared by every map that
 /// names it: resolving a member through the store then allocates nothing (a pool pass resolves
@@ -33,7 +35,7 @@ fn key_of(namespace: &str, name: &str) -> ObjectRef<Sandbox> {
 #[derive(Debug, Default)]
 struct Maps {
     /// `(namespace, pool-label value)` → Sandboxes carrying that label.
-    by_pool_label: HashMap<(String, String), HashSet<Key>>,
+    by_pool_label: HashMap<(String, String), LabelGroup<Key>>,
     /// Controlling owner UID → Sandboxes it controls.
     by_controller: HashMap<String, HashSet<Key>>,
     /// Each pool's adoptable members, in warm-path order.
@@ -45,6 +47,8 @@ struct Maps {
 #[derive(Debug, Clone, PartialEq, Default)]
 struct Filed {
     pool_label: Option<String>,
+    /// Set for a quiet Sandbox (only looked at under a pool label).
+    quiet: Option<QuietClass>,
     controller: Option<String>,
     /// Set for an adoptable pool member.
     slot: Option<Slot>,
@@ -89,9 +93,9 @@ impl Maps {
         };
         if let Some(label) = old.pool_label {
             let slot = (key.namespace.clone().unwrap_or_default(), label);
-            if let Some(set) = self.by_pool_label.get_mut(&slot) {
-                set.remove(key);
-                if set.is_empty() {
+            if let Some(group) = self.by_pool_label.get_mut(&slot) {
+                group.remove(key, old.quiet.as_ref());
+                if group.is_empty() {
                     self.by_pool_label.remove(&slot);
                 }
             }
@@ -119,13 +123,15 @@ impl Maps {
             return;
         };
         let key = key_of(namespace, name);
+        let pool_label = sb
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
+            .cloned();
         let filed = Filed {
-            pool_label: sb
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SANDBOX_WARM_POOL_LABEL))
-                .cloned(),
+            quiet: pool_label.as_ref().and_then(|_| QuietClass::of(sb)),
+            pool_label,
             controller: crate::ownership::controller_of(&sb.metadata).map(|o| o.uid.clone()),
             slot: slot_of(sb),
         };
@@ -138,7 +144,7 @@ impl Maps {
             self.by_pool_label
                 .entry((namespace.clone(), label.clone()))
                 .or_default()
-                .insert(key.clone());
+                .insert(key.clone(), filed.quiet.as_ref());
         }
         if let Some(uid) = &filed.controller {
             self.by_controller
@@ -215,8 +221,35 @@ impl SandboxIndex {
         let live = self.live.read().unwrap_or_else(|e| e.into_inner());
         live.by_pool_label
             .get(&(namespace.to_owned(), pool_label.to_owned()))
-            .map(|set| Self::resolve(store, set.iter()))
+            .map(|group| Self::resolve(store, group.all()))
             .unwrap_or_default()
+    }
+
+    /// A pool pass's view of the Sandboxes in `namespace` labelled `pool_label`: how many quiet
+    /// members of the classes `countable` accepts there are (not resolved), and every other
+    /// one, resolved through the store. The members named in `must_look` are always resolved.
+    pub fn pool_census(
+        &self,
+        store: &Store<Sandbox>,
+        namespace: &str,
+        pool_label: &str,
+        countable: impl Fn(&QuietClass) -> bool,
+        must_look: &[String],
+    ) -> (usize, Vec<Arc<Sandbox>>) {
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        let Some(group) = live
+            .by_pool_label
+            .get(&(namespace.to_owned(), pool_label.to_owned()))
+        else {
+            return (0, Vec::new());
+        };
+        let must_look: Vec<Key> = must_look
+            .iter()
+            .map(|name| Arc::new(key_of(namespace, name)))
+            .collect();
+        let must_look: Vec<&Key> = must_look.iter().collect();
+        let census = group.census(countable, &must_look);
+        (census.quiet, Self::resolve(store, census.look.into_iter()))
     }
 
     /// The queues of the pool `namespace/name` (with `uid`, only that pool object's).

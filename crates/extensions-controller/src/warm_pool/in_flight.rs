@@ -18,8 +18,8 @@ pub const IN_FLIGHT_TIMEOUT: Duration = Duration::from_secs(120);
 struct PoolInFlight {
     /// Names returned by create calls, not yet seen in the cache.
     created: HashMap<String, Instant>,
-    /// UIDs of members we deleted that the cache still shows.
-    deleted: HashMap<String, Instant>,
+    /// UIDs of members we deleted that the cache still shows → (name, when).
+    deleted: HashMap<String, (String, Instant)>,
 }
 
 /// Per-pool in-flight writes, keyed by `namespace/name`.
@@ -32,8 +32,8 @@ pub struct InFlight {
 pub trait CacheView {
     /// True when an object with this name exists in the pool's namespace (any owner).
     fn has_name(&self, name: &str) -> bool;
-    /// True when an object with this UID is still present and not being deleted.
-    fn has_live_uid(&self, uid: &str) -> bool;
+    /// True when the pool member `name` is still present with this UID and not being deleted.
+    fn has_live_member(&self, name: &str, uid: &str) -> bool;
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -42,6 +42,8 @@ pub struct Pending {
     pub creates: usize,
     /// UIDs deleted by us but still in the cache: treat as terminating.
     pub deleted_uids: Vec<String>,
+    /// The names of those members (same order as `deleted_uids`).
+    pub deleted_names: Vec<String>,
 }
 
 impl InFlight {
@@ -58,12 +60,17 @@ impl InFlight {
         state.created.retain(|name, at| {
             !cache.has_name(name) && now.duration_since(*at) < IN_FLIGHT_TIMEOUT
         });
-        state.deleted.retain(|uid, at| {
-            cache.has_live_uid(uid) && now.duration_since(*at) < IN_FLIGHT_TIMEOUT
+        state.deleted.retain(|uid, (name, at)| {
+            cache.has_live_member(name, uid) && now.duration_since(*at) < IN_FLIGHT_TIMEOUT
         });
         let pending = Pending {
             creates: state.created.len(),
             deleted_uids: state.deleted.keys().cloned().collect(),
+            deleted_names: state
+                .deleted
+                .values()
+                .map(|(name, _)| name.clone())
+                .collect(),
         };
         if state.created.is_empty() && state.deleted.is_empty() {
             pools.remove(pool);
@@ -80,7 +87,7 @@ impl InFlight {
     }
 
     /// Record before sending the DELETE; [`InFlight::delete_failed`] rolls it back.
-    pub fn deleting(&self, pool: &str, uid: &str, now: Instant) {
+    pub fn deleting(&self, pool: &str, name: &str, uid: &str, now: Instant) {
         if uid.is_empty() {
             return;
         }
@@ -88,7 +95,7 @@ impl InFlight {
             .entry(pool.to_owned())
             .or_default()
             .deleted
-            .insert(uid.to_owned(), now);
+            .insert(uid.to_owned(), (name.to_owned(), now));
     }
 
     pub fn delete_failed(&self, pool: &str, uid: &str) {
@@ -111,15 +118,16 @@ mod tests {
     #[derive(Default)]
     struct Cache {
         names: HashSet<String>,
-        uids: HashSet<String>,
+        /// `(name, uid)` of live members.
+        members: HashSet<(String, String)>,
     }
 
     impl CacheView for Cache {
         fn has_name(&self, name: &str) -> bool {
             self.names.contains(name)
         }
-        fn has_live_uid(&self, uid: &str) -> bool {
-            self.uids.contains(uid)
+        fn has_live_member(&self, name: &str, uid: &str) -> bool {
+            self.members.contains(&(name.to_owned(), uid.to_owned()))
         }
     }
 
@@ -148,16 +156,35 @@ mod tests {
         let t = Instant::now();
         let flight = InFlight::default();
         let mut cache = Cache::default();
-        cache.uids.insert("u1".into());
-        cache.uids.insert("u2".into());
-        flight.deleting("ns/p", "u1", t);
-        flight.deleting("ns/p", "u2", t);
-        flight.deleting("ns/p", "", t);
-        let mut pending = flight.settle("ns/p", &cache, t).deleted_uids;
-        pending.sort();
-        assert_eq!(pending, ["u1", "u2"]);
+        cache.members.insert(("m1".into(), "u1".into()));
+        cache.members.insert(("m2".into(), "u2".into()));
+        flight.deleting("ns/p", "m1", "u1", t);
+        flight.deleting("ns/p", "m2", "u2", t);
+        flight.deleting("ns/p", "m3", "", t);
+        let pending = flight.settle("ns/p", &cache, t);
+        let mut deleted: Vec<_> = pending
+            .deleted_uids
+            .iter()
+            .zip(&pending.deleted_names)
+            .map(|(uid, name)| (uid.as_str(), name.as_str()))
+            .collect();
+        deleted.sort();
+        assert_eq!(deleted, [("u1", "m1"), ("u2", "m2")]);
         flight.delete_failed("ns/p", "u2");
-        cache.uids.remove("u1");
+        cache.members.remove(&("m1".to_owned(), "u1".to_owned()));
+        assert_eq!(flight.settle("ns/p", &cache, t), Pending::default());
+    }
+
+    #[test]
+    fn a_namesake_with_another_uid_is_not_the_deleted_member() {
+        let t = Instant::now();
+        let flight = InFlight::default();
+        let mut cache = Cache::default();
+        cache.members.insert(("m1".into(), "u1".into()));
+        flight.deleting("ns/p", "m1", "u1", t);
+        assert_eq!(flight.settle("ns/p", &cache, t).deleted_uids, ["u1"]);
+        cache.members.clear();
+        cache.members.insert(("m1".into(), "u1-new".into()));
         assert_eq!(flight.settle("ns/p", &cache, t), Pending::default());
     }
 

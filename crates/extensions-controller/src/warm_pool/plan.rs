@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use api_types::conditions::{READY, is_true};
 use api_types::keys::{SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_LAUNCH_TYPE_WARM};
-use api_types::{Sandbox, SandboxWarmPoolStatus};
+use api_types::{Sandbox, SandboxWarmPoolStatus, name_hash};
 use k8s_openapi::jiff::Timestamp;
 
 use super::blueprint::{TemplateFacts, is_stale};
 use super::in_flight::Pending;
 use crate::ownership::{controller_of, is_controlled_by};
+use crate::pool_census::QuietClass;
 
 /// Everything one pass decides from.
 pub struct PlanInput<'a> {
@@ -20,8 +21,12 @@ pub struct PlanInput<'a> {
     pub recreate: bool,
     /// The template's name and facts, when it exists.
     pub template: Option<(&'a str, &'a TemplateFacts)>,
-    /// Sandboxes in the pool's namespace carrying the pool label.
+    /// Sandboxes in the pool's namespace carrying the pool label, except the `quiet` ones.
     pub listed: &'a [Arc<Sandbox>],
+    /// Members counted without a look ([`crate::pool_census`]): controlled by this pool, live,
+    /// Ready, labelled `launch-type: warm`, not stale (or not vetted: no Recreate, no
+    /// template) and not being deleted by us. They are active and Ready and need nothing.
+    pub quiet: usize,
     pub pending: &'a Pending,
     pub now: Timestamp,
     pub grace: Duration,
@@ -50,6 +55,9 @@ pub struct Plan {
     pub next_grace_check: Option<Duration>,
     /// A surplus exists but in-flight writes make the count unreliable: check again later.
     pub excess_deferred: bool,
+    /// A surplus exists and choosing which members go needs every member, `quiet` ones too:
+    /// plan again with all of them listed (and `quiet` 0); this plan deletes no excess.
+    pub needs_full_listing: bool,
     pub status: SandboxWarmPoolStatus,
 }
 
@@ -73,6 +81,29 @@ fn created_millis(sb: &Sandbox) -> i64 {
         .as_ref()
         .map(|t| t.0.as_millisecond())
         .unwrap_or(i64::MAX)
+}
+
+/// Whether the pass of the pool with UID `pool_uid` may count the quiet members of `class`
+/// without looking at them ([`PlanInput::quiet`]): they must be the pool's, and when the pool
+/// vets its members against the template (Recreate, with the template known), their labels
+/// must name the current template and blueprint, which [`is_stale`] trusts on owned members.
+pub fn countable(
+    class: &QuietClass,
+    pool_uid: &str,
+    recreate: bool,
+    template: Option<(&str, &TemplateFacts)>,
+) -> bool {
+    if class.controller != pool_uid {
+        return false;
+    }
+    match template {
+        Some((name, facts)) if recreate => {
+            !facts.blueprint_hash.is_empty()
+                && class.blueprint_hash.as_deref() == Some(facts.blueprint_hash.as_str())
+                && class.template_ref_hash.as_deref() == Some(name_hash(name).as_str())
+        }
+        _ => true,
+    }
 }
 
 /// Margin added to grace deadlines so the re-check lands after the deadline.
@@ -150,12 +181,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         }
     }
     let active = kept;
-    let current = active.len();
+    let current = active.len() + input.quiet;
+    let ready = active.iter().filter(|s| is_ready(s)).count() + input.quiet;
 
     out.status = SandboxWarmPoolStatus {
         replicas: i32::try_from(current).unwrap_or(i32::MAX),
-        ready_replicas: i32::try_from(active.iter().filter(|s| is_ready(s)).count())
-            .unwrap_or(i32::MAX),
+        ready_replicas: i32::try_from(ready).unwrap_or(i32::MAX),
         ..SandboxWarmPoolStatus::default()
     };
 
@@ -167,6 +198,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     if current > input.desired {
         if input.pending.creates > 0 || !input.pending.deleted_uids.is_empty() {
             out.excess_deferred = true;
+        } else if input.quiet > 0 {
+            out.needs_full_listing = true;
         } else {
             let mut order = active;
             // Not Ready first, then newest first: the members a claim would take last.
@@ -179,6 +212,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     out
 }
+
+#[cfg(test)]
+mod census_equivalence;
 
 #[cfg(test)]
 mod tests {
@@ -270,6 +306,7 @@ mod tests {
                 recreate: self.recreate,
                 template: self.template.then_some(("tmpl", &f)),
                 listed: &self.listed,
+                quiet: 0,
                 pending: &self.pending,
                 now: Timestamp::from_second(NOW).unwrap(),
                 grace: Duration::from_secs(300),

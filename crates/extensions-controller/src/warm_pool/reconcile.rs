@@ -20,9 +20,9 @@ use tracing::Instrument;
 
 use controller_common::lean::Lean;
 
-use super::blueprint::{TemplateFacts, blueprint_hash, build_member, random_suffix, with_name};
+use super::blueprint::{TemplateFacts, build_member, random_suffix, with_name};
 use super::in_flight::CacheView;
-use super::plan::{PlanInput, plan};
+use super::plan::{PlanInput, countable, plan};
 use super::status::StatusWrite;
 use crate::context::{Context, FIELD_MANAGER};
 use crate::error::{Error, is_already_exists, is_conflict, is_not_found};
@@ -63,7 +63,8 @@ pub fn error_policy(pool: Arc<SandboxWarmPool>, error: &Error, ctx: Arc<Context>
 struct NamespaceView<'a> {
     ctx: &'a Context,
     namespace: &'a str,
-    listed: &'a [Arc<Sandbox>],
+    /// The pool's label value (its name hash).
+    pool_label: &'a str,
 }
 
 impl CacheView for NamespaceView<'_> {
@@ -71,10 +72,19 @@ impl CacheView for NamespaceView<'_> {
         self.ctx.stores.sandbox(self.namespace, name).is_some()
     }
 
-    fn has_live_uid(&self, uid: &str) -> bool {
-        self.listed.iter().any(|s| {
-            s.metadata.uid.as_deref() == Some(uid) && s.metadata.deletion_timestamp.is_none()
-        })
+    fn has_live_member(&self, name: &str, uid: &str) -> bool {
+        self.ctx
+            .stores
+            .sandbox(self.namespace, name)
+            .is_some_and(|s| {
+                s.metadata.uid.as_deref() == Some(uid)
+                    && s.metadata.deletion_timestamp.is_none()
+                    && s.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(api_types::keys::SANDBOX_WARM_POOL_LABEL))
+                        .is_some_and(|l| l == self.pool_label)
+            })
     }
 }
 
@@ -154,36 +164,55 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         .stores
         .template(namespace, template_name)
         .map(|template| TemplateFacts {
-            blueprint_hash: blueprint_hash(&template.spec.blueprint),
+            blueprint_hash: state.blueprint_hash(&template),
             template,
         });
     let pool_hash = name_hash(name);
-    let listed: Vec<Arc<Sandbox>> = ctx.stores.sandboxes_with_pool_label(namespace, &pool_hash);
     let now = Instant::now();
     let pending = state.in_flight.settle(
         &key,
         &NamespaceView {
             ctx,
             namespace,
-            listed: &listed,
+            pool_label: &pool_hash,
         },
         now,
+    );
+    let recreate = pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate;
+    // Quiet members (live, Ready, warm-labelled) of this pool are counted, not looked at
+    // (`plan::countable` says which).
+    let template = facts.as_ref().map(|f| (template_name, f));
+    let (quiet, mut listed) = ctx.stores.pool_census(
+        namespace,
+        &pool_hash,
+        |class| countable(class, uid, recreate, template),
+        &pending.deleted_names,
     );
     let desired = usize::try_from(pool.spec.desired_replicas().max(0)).unwrap_or(0);
     let unschedulable = |sb: &Sandbox| pod_unschedulable(ctx, sb);
     let settings = &state.settings;
-    let mut decided = plan(&PlanInput {
-        pool_uid: uid,
-        desired,
-        recreate: pool.spec.effective_update_strategy() == UpdateStrategyType::Recreate,
-        template: facts.as_ref().map(|f| (template_name, f)),
-        listed: &listed,
-        pending: &pending,
-        now: Timestamp::now(),
-        grace: settings.readiness_grace_period,
-        max_batch: usize::try_from(settings.max_batch_size).unwrap_or(usize::MAX),
-        unschedulable: &unschedulable,
-    });
+    let planned_now = Timestamp::now();
+    let plan_with = |listed: &[Arc<Sandbox>], quiet: usize| {
+        plan(&PlanInput {
+            pool_uid: uid,
+            desired,
+            recreate,
+            template,
+            listed,
+            quiet,
+            pending: &pending,
+            now: planned_now,
+            grace: settings.readiness_grace_period,
+            max_batch: usize::try_from(settings.max_batch_size).unwrap_or(usize::MAX),
+            unschedulable: &unschedulable,
+        })
+    };
+    let mut decided = plan_with(&listed, quiet);
+    if decided.needs_full_listing {
+        // A surplus: which members go is chosen among all of them.
+        listed = ctx.stores.sandboxes_with_pool_label(namespace, &pool_hash);
+        decided = plan_with(&listed, 0);
+    }
 
     let api = Api::<Lean<Sandbox>>::namespaced(ctx.client.clone(), namespace);
     let mut errors: Vec<Error> = Vec::new();
@@ -245,7 +274,7 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
         else {
             continue;
         };
-        state.in_flight.deleting(&key, sb_uid, now);
+        state.in_flight.deleting(&key, sb_name, sb_uid, now);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(sb_uid.to_owned()),
