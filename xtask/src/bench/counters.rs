@@ -13,6 +13,8 @@ use super::prom::{self, Sample};
 
 /// Verbs (devcluster's names) that change state.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+/// The read verbs devcluster counts (a watch is counted once, when it starts).
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
 /// Writes devcluster's simulated nodes (scheduler, kubelets, volume binder) send through its
 /// own in-process client, which carries no user agent: `verb resource/subresource`. They are
 /// the cluster's work, not a controller's, and are left out of the controllers' totals.
@@ -88,6 +90,9 @@ pub struct RequestDelta {
     /// Writes by the sender's user agent (its binary name, before the `/`; `nodes` for
     /// devcluster's simulated nodes, which send none), then `verb resource[/subresource]`.
     pub writes_by_agent: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Reads (`get`, `list`, `watch`) by the sender's user agent, then `verb
+    /// resource[/subresource]`; not the benchmark client's.
+    pub reads_by_agent: BTreeMap<String, BTreeMap<String, f64>>,
     /// Writes of devcluster's simulated nodes (binding, pod status), not in `writes_total`.
     pub simulated_node_writes: f64,
 }
@@ -110,6 +115,11 @@ impl RequestDelta {
             failed_writes_by_verb_resource: scale(&self.failed_writes_by_verb_resource),
             writes_by_agent: self
                 .writes_by_agent
+                .iter()
+                .map(|(agent, m)| (agent.clone(), scale(m)))
+                .collect(),
+            reads_by_agent: self
+                .reads_by_agent
                 .iter()
                 .map(|(agent, m)| (agent.clone(), scale(m)))
                 .collect(),
@@ -197,20 +207,9 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
                 .then(|| format!("{} {}", resource_key(s), s.label("code")))
         })
     };
-    let by_agent = |snap: &Snapshot| {
-        sum_by(&snap.devcluster, DC, |s| {
-            others_write(s).then(|| format!("{}\t{}", agent_name(s), resource_key(s)))
-        })
-    };
-    let mut writes_by_agent: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-    for (key, value) in minus(by_agent(after), &by_agent(before)) {
-        if let Some((agent, resource)) = key.split_once('\t') {
-            writes_by_agent
-                .entry(agent.to_owned())
-                .or_default()
-                .insert(resource.to_owned(), value);
-        }
-    }
+    let others_read = |s: &Sample| !is_bench(s) && READ_VERBS.contains(&s.label("verb"));
+    let writes_by_agent = by_agent(before, after, others_write);
+    let reads_by_agent = by_agent(before, after, others_read);
     let writes_by_verb_resource = minus(by_resource(after), &by_resource(before));
     let simulated_node_writes = writes_by_verb_resource
         .iter()
@@ -247,8 +246,32 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
             &failed_by_resource(before),
         ),
         writes_by_agent,
+        reads_by_agent,
         simulated_node_writes,
     }
+}
+
+/// devcluster's requests that `pick` selects, by sender then `verb resource[/subresource]`,
+/// between two snapshots.
+fn by_agent(
+    before: &Snapshot,
+    after: &Snapshot,
+    pick: impl Fn(&Sample) -> bool,
+) -> BTreeMap<String, BTreeMap<String, f64>> {
+    let keyed = |snap: &Snapshot| {
+        sum_by(&snap.devcluster, "devcluster_requests_total", |s| {
+            pick(s).then(|| format!("{}\t{}", agent_name(s), resource_key(s)))
+        })
+    };
+    let mut out: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for (key, value) in minus(keyed(after), &keyed(before)) {
+        if let Some((agent, resource)) = key.split_once('\t') {
+            out.entry(agent.to_owned())
+                .or_default()
+                .insert(resource.to_owned(), value);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -297,6 +320,9 @@ rest_client_requests_total{code="200",method="GET"} 9"#,
         assert_eq!(d.writes_by_agent["nodes"]["patch sandboxes"], 3.0);
         assert!(!d.writes_by_agent.contains_key("agent-sandbox-bench"));
         assert_eq!(d.requests_by_verb["get"], 7.0);
+        assert_eq!(d.reads_by_agent["nodes"]["get sandboxes"], 7.0);
+        assert!(!d.writes_by_agent["nodes"].contains_key("get sandboxes"));
+        assert!(!d.reads_by_agent["nodes"].contains_key("patch sandboxes"));
         assert!(!d.requests_by_verb.contains_key("create"));
         assert_eq!(d.writes_by_controller["extensions-controller"], 3.0);
         assert_eq!(d.per(2).writes_total, 2.0);
