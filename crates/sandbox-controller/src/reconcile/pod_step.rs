@@ -5,15 +5,16 @@ use std::collections::BTreeMap;
 
 use api_types::{OperatingMode, Sandbox};
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
-use controller_common::lean::Lean;
+use controller_common::lean::{Lean, MetaOnly};
 
+use crate::cached_pod::CachedPod;
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
 use crate::error::{Error, is_status};
@@ -51,9 +52,33 @@ pub async fn reconcile_pod(sandbox: &Sandbox, ctx: &Context, hash: &str) -> PodO
     outcome
 }
 
-/// Pod requests; responses are decoded without managedFields.
-fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<Lean<Pod>> {
+/// Pod reads, decoded in the cached form (what a pass reads of a Pod: metadata, node, status).
+fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<CachedPod> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
+}
+
+/// Pod writes whose response is not read (metadata patch, delete): only its metadata is decoded.
+fn pod_writes_api(ctx: &Context, sandbox: &Sandbox) -> Api<MetaOnly<Pod>> {
+    Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
+}
+
+/// Creates `pod`; the response is decoded in the cached form (the created Pod's spec, the bulk
+/// of the response, is stepped over).
+async fn post_pod(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    pod: &Pod,
+    params: &PostParams,
+) -> Result<Pod, kube::Error> {
+    let ns = sandbox.namespace().unwrap_or_default();
+    let body = serde_json::to_vec(pod).map_err(kube::Error::SerdeError)?;
+    let mut request = kube::core::Request::new(Pod::url_path(&(), Some(&ns)))
+        .create(params, body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    let mut created: CachedPod = ctx.client.request(request).await?;
+    created.slim();
+    Ok(created.to_pod())
 }
 
 /// Reads a Pod by name from the cache; with `confirm_miss`, a miss is confirmed with the API
@@ -75,7 +100,7 @@ async fn get_pod(
     pods_api(ctx, sandbox)
         .get_opt(name)
         .await
-        .map(|pod| pod.map(Lean::into_inner))
+        .map(|pod| pod.map(|p| p.to_pod()))
         .map_err(|e| Error::api(format!("pod get failed for \"{name}\""), e))
 }
 
@@ -179,7 +204,7 @@ async fn suspend(
     let mut error = None;
     if pod.metadata.deletion_timestamp.is_none() {
         let name = pod.name_any();
-        match pods_api(ctx, sandbox)
+        match pod_writes_api(ctx, sandbox)
             .delete(&name, &DeleteParams::default())
             .await
         {
@@ -248,7 +273,7 @@ async fn existing_pod(
     let adopting = adopt_with.is_some();
     if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash, adopt_with.clone()) {
         let params = PatchParams::default();
-        if let Err(err) = pods_api(ctx, sandbox)
+        if let Err(err) = pod_writes_api(ctx, sandbox)
             .patch(&pod_name, &params, &Patch::Merge(&patch))
             .await
         {
@@ -329,8 +354,7 @@ async fn create_pod(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
     };
-    let created = pods_api(ctx, sandbox)
-        .create(&params, &Lean(pod))
+    let created = post_pod(ctx, sandbox, &pod, &params)
         .instrument(tracing::info_span!("createPod", pod.name = %sandbox_name))
         .await;
     match created {
@@ -341,7 +365,7 @@ async fn create_pod(
             // would cost one API write per Sandbox (the Pod itself is the record).
             set_annotation_to(sandbox, annotation, &sandbox_name);
             PodOutcome {
-                pod: Some(created.0),
+                pod: Some(created),
                 owned: true,
                 error: None,
             }
@@ -349,8 +373,8 @@ async fn create_pod(
         Err(err) if is_status(&err, 409) => {
             // Someone (or our own earlier pass) created it; read it back from the server.
             match pods_api(ctx, sandbox).get_opt(&sandbox_name).await {
-                Ok(Some(Lean(existing))) => {
-                    existing_pod(sandbox, ctx, hash, existing, annotation).await
+                Ok(Some(existing)) => {
+                    existing_pod(sandbox, ctx, hash, existing.to_pod(), annotation).await
                 }
                 Ok(None) => PodOutcome {
                     error: Some(Error::PodVanished(format!(
@@ -386,18 +410,14 @@ async fn write_pod_name_annotation(
     };
     let patch = json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value.clone())]) } });
     let name = sandbox.name_any();
-    let api: Api<Lean<Sandbox>> =
+    let api: Api<MetaOnly<Sandbox>> =
         Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(written) => {
-            ctx.remember_pod_name(
-                sandbox,
-                written.0.metadata.resource_version.as_deref(),
-                value,
-            );
+            ctx.remember_pod_name(sandbox, written.resource_version(), value);
             Ok(())
         }
         Err(err) if is_status(&err, 404) => Ok(()),
