@@ -115,17 +115,15 @@ async fn pod_pass(
     let has_annotation = sandbox.annotations().contains_key(POD_NAME_ANNOTATION);
 
     // Owned candidates: same namespace, controlled by our UID (a label alone proves nothing).
-    // Found through the owner-UID index, not by scanning every cached Pod.
-    let mut owned: Vec<Pod> = owned_pods(
+    // Found through the owner-UID index, not by scanning every cached Pod; converted to a `Pod`
+    // only when one of them becomes the pass's Pod.
+    let owned = owned_pods(
         &ctx.stores.pod_index,
         &ctx.stores.pods,
         &ns,
         &uid,
         Some(hash),
-    )
-    .into_iter()
-    .map(|p| p.to_pod())
-    .collect();
+    );
 
     let target = target_pod_name(sandbox);
     // An annotation naming the Sandbox itself (pool members get it at creation) points where
@@ -144,23 +142,26 @@ async fn pod_pass(
     if pod.is_none() && names_other_pod {
         *annotation = PodNameAnnotation::Clear;
     }
-    if let Some(p) = &pod
-        && Ownership::of(&p.metadata, &uid).is_owned()
-        && !owned.iter().any(|o| o.name_any() == p.name_any())
-    {
-        owned.push(p.clone());
-    }
-    if owned.len() > 1 {
+    // The named Pod counts as one more owned Pod when we control it and the index did not
+    // list it (the cache has not shown our ownership yet, or it came from the API server).
+    let named_owned_extra = pod.as_ref().is_some_and(|p| {
+        Ownership::of(&p.metadata, &uid).is_owned()
+            && !owned.iter().any(|o| o.metadata.name == p.metadata.name)
+    });
+    let owned_count = owned.len() + usize::from(named_owned_extra);
+    if owned_count > 1 {
         return PodOutcome {
-            error: Some(Error::MultiplePods { count: owned.len() }),
+            error: Some(Error::MultiplePods { count: owned_count }),
             ..Default::default()
         };
     }
     if let [only] = owned.as_slice()
-        && pod.as_ref().is_none_or(|p| p.name_any() != only.name_any())
+        && pod
+            .as_ref()
+            .is_none_or(|p| p.metadata.name != only.metadata.name)
     {
         // The owner UID wins over a stale annotation.
-        pod = Some(only.clone());
+        pod = Some(only.to_pod());
         if has_annotation {
             *annotation = PodNameAnnotation::Clear;
         }
