@@ -266,35 +266,6 @@ impl Context {
             .remove(&key);
     }
 
-    /// The Sandbox watch delivered `sandbox` (and the store holds it): the writes remembered for
-    /// it that this version includes are forgotten now rather than at the next prune, so during
-    /// a burst the memory holds only the writes still on their way through the watch.
-    pub fn delivered(&self, sandbox: &CachedSandbox) {
-        let Some(rv) = sandbox
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse::<u64>().ok())
-        else {
-            return;
-        };
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let mut pod_names = self
-            .pod_name_written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if written.is_empty() && pod_names.is_empty() {
-            return;
-        }
-        let key = sandbox.object_ref();
-        if written.get(&key).is_some_and(|(w, _)| *w <= rv) {
-            written.remove(&key);
-        }
-        if pod_names.get(&key).is_some_and(|(w, _)| *w <= rv) {
-            pod_names.remove(&key);
-        }
-    }
-
     /// Drops the per-Sandbox memory of Sandboxes that no longer exist (deleted objects never
     /// reach the reconciler, so their entries would otherwise stay forever).
     pub fn prune_departed(&self) {
@@ -541,35 +512,6 @@ mod memory_tests {
         ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
         ctx.prune_departed();
         assert_eq!(ctx.remembered(), 1, "only the write the cache lacks stays");
-    }
-
-    #[tokio::test]
-    async fn a_remembered_write_is_forgotten_as_soon_as_the_watch_delivers_it() {
-        let mut sb = sandbox("burst");
-        sb.metadata.resource_version = Some("10".into());
-        let ctx = context(&[&sb]);
-        ctx.remember_written(&sb, Some("12"), SandboxStatus::default());
-        ctx.remember_pod_name(&sb, Some("11"), Some("burst".into()));
-        let mut event = CachedSandbox::from_sandbox(&sb);
-        event.metadata.resource_version = Some("11".into());
-        ctx.delivered(&event);
-        assert_eq!(
-            ctx.remembered(),
-            1,
-            "the status write at 12 is still on its way"
-        );
-        event.metadata.resource_version = Some("12".into());
-        ctx.delivered(&event);
-        assert_eq!(ctx.remembered(), 0);
-        let mut other = sandbox("other");
-        other.metadata.resource_version = Some("30".into());
-        ctx.remember_written(&sb, Some("13"), SandboxStatus::default());
-        ctx.delivered(&CachedSandbox::from_sandbox(&other));
-        assert_eq!(
-            ctx.remembered(),
-            1,
-            "another Sandbox's event forgets nothing"
-        );
     }
 
     #[tokio::test]

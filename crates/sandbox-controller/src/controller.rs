@@ -168,17 +168,7 @@ impl SandboxController {
             )
             .default_backoff()
             .modify(CachedSandbox::slim)
-            .reflect(sb_w)
-            .inspect({
-                // After the store: remembered writes the store now holds are forgotten (a
-                // relist's objects reach the store only at its end; the janitor covers those).
-                let ctx = ctx.clone();
-                move |event| {
-                    if let Ok(watcher::Event::Apply(sb)) = event {
-                        ctx.delivered(sb);
-                    }
-                }
-            }),
+            .reflect(sb_w),
             stores.sandboxes.clone(),
             false,
         )
