@@ -16,6 +16,8 @@
 //! - [`Lean<K>`]: `K` decoded this way. It is a [`kube::Resource`] addressed like `K`, so
 //!   `Api<Lean<K>>` and `watcher(Api<Lean<K>>, ..)` read and watch `K` without managedFields;
 //!   [`lean_events`] turns such a watch back into events of `K` for a reflector of `K`.
+//! - [`MetaOnly<K>`]: only the metadata of `K`, decoded this way (the rest stepped over), for
+//!   write responses of which nothing but the new `resourceVersion` is read.
 //! - [`object_meta`]: an `ObjectMeta` decoded this way, for
 //!   `#[serde(deserialize_with = "controller_common::lean::object_meta")]` on a controller's
 //!   own cached object types.
@@ -32,6 +34,10 @@ use serde::de::{
     value::UnitDeserializer,
 };
 use serde::{Deserialize, Serialize};
+
+mod meta_only;
+
+pub use meta_only::MetaOnly;
 
 /// The field of an object that holds its metadata.
 const METADATA: &str = "metadata";

@@ -1,5 +1,6 @@
 //! The Pod as the controller caches it: metadata, the node name, and the status fields it reads
-//! (phase, conditions, IPs). It is deserialized straight from the watch, so the rest of a Pod
+//! (phase, conditions, IPs). It is deserialized straight from the watch (and from the responses
+//! to the controller's Pod creates and reads, `reconcile::pod_step`), so the rest of a Pod
 //! (its spec, container statuses) is skipped by the parser instead of being allocated and
 //! dropped: freed pieces of thousands of Pods would otherwise stay scattered in the heap.
 //!

@@ -65,8 +65,9 @@ pub struct Context {
     pub recorder: Option<EventRecorder>,
     /// Consecutive failures per Sandbox at one step (hashed), for exponential retry backoff.
     failures: Mutex<HashMap<ObjectRef<Sandbox>, (u32, u64)>>,
-    /// Sandboxes whose creation latency was already recorded by this process.
-    latency_recorded: Mutex<HashSet<String>>,
+    /// Sandboxes whose creation latency was already recorded by this process, by hashed UID (a
+    /// collision at most skips one sample).
+    latency_recorded: Mutex<HashSet<u64>>,
     /// The last status this process wrote per Sandbox, with the resourceVersion the write
     /// produced: a pass that runs before the watch delivered that write computes from it instead
     /// of from the stale cached status (no re-stamped transition times, no duplicate write).
@@ -81,6 +82,22 @@ pub struct Context {
 
 /// A `pod-name` annotation write: resourceVersion it produced, value (`None`: removed).
 type WrittenPodName = (u64, Option<String>);
+
+/// The key of a Sandbox in the per-Sandbox memory: namespace and name only (no copy of the
+/// resourceVersion and UID, which `ObjectRef::from_obj` carries along and comparisons ignore).
+pub fn memory_key(sandbox: &Sandbox) -> ObjectRef<Sandbox> {
+    let name = sandbox.metadata.name.as_deref().unwrap_or_default();
+    match sandbox.metadata.namespace.as_deref() {
+        Some(ns) => ObjectRef::new(name).within(ns),
+        None => ObjectRef::new(name),
+    }
+}
+
+fn uid_hash(uid: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    uid.hash(&mut h);
+    h.finish()
+}
 
 /// Upper bound of the retry backoff after repeated failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -139,7 +156,7 @@ impl Context {
     /// The status a pass starts from: the cached one, unless this process wrote a newer one
     /// that the cache has not caught up with yet.
     pub fn base_status(&self, sandbox: &Sandbox) -> SandboxStatus {
-        let key = ObjectRef::from_obj(sandbox);
+        let key = memory_key(sandbox);
         let cached_rv = sandbox
             .meta()
             .resource_version
@@ -162,7 +179,7 @@ impl Context {
         resource_version: Option<&str>,
         status: SandboxStatus,
     ) {
-        let key = ObjectRef::from_obj(sandbox);
+        let key = memory_key(sandbox);
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
             Some(rv) => {
@@ -182,7 +199,7 @@ impl Context {
         resource_version: Option<&str>,
         value: Option<String>,
     ) {
-        let key = ObjectRef::from_obj(sandbox);
+        let key = memory_key(sandbox);
         let mut written = self
             .pod_name_written
             .lock()
@@ -200,7 +217,7 @@ impl Context {
     /// The Sandbox as this pass should see it: the cached object, with the `pod-name`
     /// annotation this process wrote last if the cache has not caught up with that write.
     pub fn with_own_writes<'a>(&self, sandbox: &'a Sandbox) -> Cow<'a, Sandbox> {
-        let key = ObjectRef::from_obj(sandbox);
+        let key = memory_key(sandbox);
         let cached_rv = sandbox
             .metadata
             .resource_version
@@ -233,7 +250,7 @@ impl Context {
 
     /// Forgets per-Sandbox memory (the Sandbox is gone).
     pub fn forget(&self, sandbox: &Sandbox) {
-        let key = ObjectRef::from_obj(sandbox);
+        let key = memory_key(sandbox);
         self.written
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -254,7 +271,10 @@ impl Context {
     pub fn prune_departed(&self) {
         let live = self.stores.sandboxes.state();
         let keys: HashSet<ObjectRef<Sandbox>> = live.iter().map(|s| s.object_ref()).collect();
-        let uids: HashSet<String> = live.iter().filter_map(|s| s.metadata.uid.clone()).collect();
+        let uids: HashSet<u64> = live
+            .iter()
+            .filter_map(|s| s.metadata.uid.as_deref().map(uid_hash))
+            .collect();
         // A remembered write is dropped once the cache holds it (or something newer).
         let cached_rv: HashMap<ObjectRef<Sandbox>, Option<u64>> = live
             .iter()
@@ -313,7 +333,7 @@ impl Context {
         self.latency_recorded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(uid.to_string())
+            .insert(uid_hash(uid))
     }
 
     /// Publishes an event about the Sandbox; failures are logged, never fatal.

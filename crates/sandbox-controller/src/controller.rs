@@ -140,6 +140,23 @@ impl SandboxController {
             watcher::Config::default().page_size(LIST_PAGE_SIZE)
         };
 
+        let recorder = options.settings.events.then(|| {
+            EventRecorder::new(
+                client.clone(),
+                Reporter {
+                    controller: crate::context::FIELD_MANAGER.to_string(),
+                    instance: options.instance.clone(),
+                },
+            )
+        });
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            stores.clone(),
+            options.settings.clone(),
+            metrics,
+            recorder,
+        ));
+
         // Every trigger is emitted only once the store it came from reflects it (a relist's
         // triggers wait for the relist to complete), and no Sandbox is reconciled before the
         // child stores finished their first list: see `triggers`.
@@ -197,23 +214,6 @@ impl SandboxController {
             stores.pvcs.clone(),
             true,
         );
-
-        let recorder = options.settings.events.then(|| {
-            EventRecorder::new(
-                client.clone(),
-                Reporter {
-                    controller: crate::context::FIELD_MANAGER.to_string(),
-                    instance: options.instance.clone(),
-                },
-            )
-        });
-        let ctx = Arc::new(Context::new(
-            client,
-            stores.clone(),
-            options.settings.clone(),
-            metrics,
-            recorder,
-        ));
 
         // Every 10 s, forget per-Sandbox memory of deleted Sandboxes and remembered writes the
         // cache has caught up with (one pass over the Sandbox store).

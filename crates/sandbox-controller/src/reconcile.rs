@@ -26,7 +26,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{Instrument, field};
 
-use controller_common::lean::Lean;
+use controller_common::lean::MetaOnly;
 
 use crate::cached_sandbox::CachedSandbox;
 use crate::context::Context;
@@ -60,7 +60,7 @@ pub async fn reconcile(cached: Arc<CachedSandbox>, ctx: Arc<Context>) -> Result<
     );
     crate::tracing_context::attach_parent(&span, &sandbox);
     let result = reconcile_sandbox(&sandbox, &ctx).instrument(span).await;
-    let key = ObjectRef::from_obj(&sandbox);
+    let key = crate::context::memory_key(&sandbox);
     let label = match &result {
         Ok(_) => {
             ctx.reset_backoff(&key);
@@ -93,8 +93,9 @@ pub fn error_policy(sandbox: Arc<CachedSandbox>, err: &Error, ctx: Arc<Context>)
     Action::requeue(delay)
 }
 
-/// Sandbox requests; responses are decoded without managedFields.
-fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<Lean<Sandbox>> {
+/// Sandbox writes (status patch, delete): of a response only the metadata is decoded (the new
+/// resourceVersion is all a pass reads of it; the Pod template is stepped over).
+fn sandbox_api(ctx: &Context, sandbox: &Sandbox) -> Api<MetaOnly<Sandbox>> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
 }
 
@@ -109,7 +110,7 @@ async fn reconcile_sandbox(cached: &Sandbox, ctx: &Context) -> Result<Action, Er
     match status::check_expiry(sandbox.spec.shutdown_time.as_ref(), now) {
         Expiry::Expired => expire(sandbox, ctx, now).await,
         expiry => {
-            let key = ObjectRef::from_obj(sandbox);
+            let key = crate::context::memory_key(sandbox);
             let current = ctx.base_status(sandbox);
             let (new_status, outcome) = reconcile_children(sandbox, ctx, &current, now).await;
             let held = hold_progress(ctx, &key, &current, &new_status);

@@ -5,15 +5,16 @@ use std::collections::BTreeMap;
 
 use api_types::{OperatingMode, Sandbox};
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
-use controller_common::lean::Lean;
+use controller_common::lean::{Lean, MetaOnly};
 
+use crate::cached_pod::CachedPod;
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
 use crate::error::{Error, is_status};
@@ -51,9 +52,33 @@ pub async fn reconcile_pod(sandbox: &Sandbox, ctx: &Context, hash: &str) -> PodO
     outcome
 }
 
-/// Pod requests; responses are decoded without managedFields.
-fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<Lean<Pod>> {
+/// Pod reads, decoded in the cached form (what a pass reads of a Pod: metadata, node, status).
+fn pods_api(ctx: &Context, sandbox: &Sandbox) -> Api<CachedPod> {
     Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
+}
+
+/// Pod writes whose response is not read (metadata patch, delete): only its metadata is decoded.
+fn pod_writes_api(ctx: &Context, sandbox: &Sandbox) -> Api<MetaOnly<Pod>> {
+    Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default())
+}
+
+/// Creates `pod`; the response is decoded in the cached form (the created Pod's spec, the bulk
+/// of the response, is stepped over).
+async fn post_pod(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    pod: &Pod,
+    params: &PostParams,
+) -> Result<Pod, kube::Error> {
+    let ns = sandbox.namespace().unwrap_or_default();
+    let body = serde_json::to_vec(pod).map_err(kube::Error::SerdeError)?;
+    let mut request = kube::core::Request::new(Pod::url_path(&(), Some(&ns)))
+        .create(params, body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    let mut created: CachedPod = ctx.client.request(request).await?;
+    created.slim();
+    Ok(created.to_pod())
 }
 
 /// Reads a Pod by name from the cache; with `confirm_miss`, a miss is confirmed with the API
@@ -75,7 +100,7 @@ async fn get_pod(
     pods_api(ctx, sandbox)
         .get_opt(name)
         .await
-        .map(|pod| pod.map(Lean::into_inner))
+        .map(|pod| pod.map(|p| p.to_pod()))
         .map_err(|e| Error::api(format!("pod get failed for \"{name}\""), e))
 }
 
@@ -90,17 +115,15 @@ async fn pod_pass(
     let has_annotation = sandbox.annotations().contains_key(POD_NAME_ANNOTATION);
 
     // Owned candidates: same namespace, controlled by our UID (a label alone proves nothing).
-    // Found through the owner-UID index, not by scanning every cached Pod.
-    let mut owned: Vec<Pod> = owned_pods(
+    // Found through the owner-UID index, not by scanning every cached Pod; converted to a `Pod`
+    // only when one of them becomes the pass's Pod.
+    let owned = owned_pods(
         &ctx.stores.pod_index,
         &ctx.stores.pods,
         &ns,
         &uid,
         Some(hash),
-    )
-    .into_iter()
-    .map(|p| p.to_pod())
-    .collect();
+    );
 
     let target = target_pod_name(sandbox);
     // An annotation naming the Sandbox itself (pool members get it at creation) points where
@@ -119,23 +142,26 @@ async fn pod_pass(
     if pod.is_none() && names_other_pod {
         *annotation = PodNameAnnotation::Clear;
     }
-    if let Some(p) = &pod
-        && Ownership::of(&p.metadata, &uid).is_owned()
-        && !owned.iter().any(|o| o.name_any() == p.name_any())
-    {
-        owned.push(p.clone());
-    }
-    if owned.len() > 1 {
+    // The named Pod counts as one more owned Pod when we control it and the index did not
+    // list it (the cache has not shown our ownership yet, or it came from the API server).
+    let named_owned_extra = pod.as_ref().is_some_and(|p| {
+        Ownership::of(&p.metadata, &uid).is_owned()
+            && !owned.iter().any(|o| o.metadata.name == p.metadata.name)
+    });
+    let owned_count = owned.len() + usize::from(named_owned_extra);
+    if owned_count > 1 {
         return PodOutcome {
-            error: Some(Error::MultiplePods { count: owned.len() }),
+            error: Some(Error::MultiplePods { count: owned_count }),
             ..Default::default()
         };
     }
     if let [only] = owned.as_slice()
-        && pod.as_ref().is_none_or(|p| p.name_any() != only.name_any())
+        && pod
+            .as_ref()
+            .is_none_or(|p| p.metadata.name != only.metadata.name)
     {
         // The owner UID wins over a stale annotation.
-        pod = Some(only.clone());
+        pod = Some(only.to_pod());
         if has_annotation {
             *annotation = PodNameAnnotation::Clear;
         }
@@ -179,7 +205,7 @@ async fn suspend(
     let mut error = None;
     if pod.metadata.deletion_timestamp.is_none() {
         let name = pod.name_any();
-        match pods_api(ctx, sandbox)
+        match pod_writes_api(ctx, sandbox)
             .delete(&name, &DeleteParams::default())
             .await
         {
@@ -248,7 +274,7 @@ async fn existing_pod(
     let adopting = adopt_with.is_some();
     if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash, adopt_with.clone()) {
         let params = PatchParams::default();
-        if let Err(err) = pods_api(ctx, sandbox)
+        if let Err(err) = pod_writes_api(ctx, sandbox)
             .patch(&pod_name, &params, &Patch::Merge(&patch))
             .await
         {
@@ -329,8 +355,7 @@ async fn create_pod(
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
     };
-    let created = pods_api(ctx, sandbox)
-        .create(&params, &Lean(pod))
+    let created = post_pod(ctx, sandbox, &pod, &params)
         .instrument(tracing::info_span!("createPod", pod.name = %sandbox_name))
         .await;
     match created {
@@ -341,7 +366,7 @@ async fn create_pod(
             // would cost one API write per Sandbox (the Pod itself is the record).
             set_annotation_to(sandbox, annotation, &sandbox_name);
             PodOutcome {
-                pod: Some(created.0),
+                pod: Some(created),
                 owned: true,
                 error: None,
             }
@@ -349,8 +374,8 @@ async fn create_pod(
         Err(err) if is_status(&err, 409) => {
             // Someone (or our own earlier pass) created it; read it back from the server.
             match pods_api(ctx, sandbox).get_opt(&sandbox_name).await {
-                Ok(Some(Lean(existing))) => {
-                    existing_pod(sandbox, ctx, hash, existing, annotation).await
+                Ok(Some(existing)) => {
+                    existing_pod(sandbox, ctx, hash, existing.to_pod(), annotation).await
                 }
                 Ok(None) => PodOutcome {
                     error: Some(Error::PodVanished(format!(
@@ -386,18 +411,14 @@ async fn write_pod_name_annotation(
     };
     let patch = json!({ "metadata": { "annotations": BTreeMap::from([(POD_NAME_ANNOTATION, value.clone())]) } });
     let name = sandbox.name_any();
-    let api: Api<Lean<Sandbox>> =
+    let api: Api<MetaOnly<Sandbox>> =
         Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(written) => {
-            ctx.remember_pod_name(
-                sandbox,
-                written.0.metadata.resource_version.as_deref(),
-                value,
-            );
+            ctx.remember_pod_name(sandbox, written.resource_version(), value);
             Ok(())
         }
         Err(err) if is_status(&err, 404) => Ok(()),
