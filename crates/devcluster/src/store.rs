@@ -224,7 +224,7 @@ struct Inner {
     /// Events just dropped from the history: freed after the lock is released, since freeing
     /// an object is as costly as copying it.
     evicted: Vec<Arc<Event>>,
-    /// Objects with a deletionTimestamp.
+    /// Terminating objects whose deletion the garbage collector finishes ([`gc_finishes`]).
     terminating: BTreeSet<ObjectKey>,
     /// One channel per resource for its watchers, so that a write wakes only the watchers of
     /// its resource (created by the first watch of a resource).
@@ -617,7 +617,8 @@ impl Store {
         out
     }
 
-    /// Objects with a deletionTimestamp (for the finalizer/GC loop).
+    /// Terminating objects whose deletion the garbage collector finishes: those waiting on its
+    /// `orphan` or `foregroundDeletion` finalizer, namespaces, CRDs being cleaned up.
     pub fn terminating_objects(&self) -> Vec<(ObjectKey, Arc<Value>)> {
         let inner = self.lock();
         inner
@@ -708,9 +709,33 @@ fn index(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
         inner.missing_owners.remove(&uid);
         inner.uids.insert(uid, key.clone());
     }
-    if obj.pointer("/metadata/deletionTimestamp").is_some() {
+    if gc_finishes(key, obj) {
         inner.terminating.insert(key.clone());
     }
+}
+
+/// Whether the garbage collector has to finish this object's deletion: it is terminating and
+/// waits on one of the collector's finalizers (`orphan`, `foregroundDeletion`), or it is a
+/// namespace, or a CRD waiting for its objects to be cleaned up. Other terminating objects (a
+/// Pod in its grace period, an object waiting on a controller's finalizer) are finished by
+/// someone else, so the collector does not look at them on every pass.
+fn gc_finishes(key: &ObjectKey, obj: &Value) -> bool {
+    if obj.pointer("/metadata/deletionTimestamp").is_none() {
+        return false;
+    }
+    if key.group_resource == "namespaces" {
+        return true;
+    }
+    let Some(finalizers) = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    let crd = key.group_resource == "customresourcedefinitions.apiextensions.k8s.io";
+    finalizers.iter().filter_map(Value::as_str).any(|f| {
+        f == "orphan" || f == "foregroundDeletion" || (crd && f == crate::crd::CLEANUP_FINALIZER)
+    })
 }
 
 fn unindex(inner: &mut Inner, key: &ObjectKey, obj: &Value) {

@@ -262,3 +262,59 @@ fn objects_with_a_missing_owner_are_found_until_the_owner_exists() {
     owned("half", &[]);
     assert_eq!(names(store.with_missing_owner()), ["kept"]);
 }
+
+#[test]
+fn the_collector_is_handed_only_the_deletions_it_finishes() {
+    let store = Store::new(100, 100);
+    let terminating = |resource: &str, name: &str, finalizers: &[&str]| {
+        store
+            .write::<()>(resource, "", name, |_, _| {
+                Ok(WriteOp::Put(json!({"metadata": {
+                    "name": name, "uid": format!("u-{name}"),
+                    "deletionTimestamp": "2026-01-01T00:00:00Z",
+                    "finalizers": finalizers,
+                }})))
+            })
+            .unwrap();
+    };
+    // Someone else finishes these: a Pod in its grace period, a controller's finalizer.
+    terminating("pods", "graceful", &[]);
+    terminating(
+        "sandboxes.agents.x-k8s.io",
+        "held",
+        &["example.com/cleanup"],
+    );
+    // The collector finishes these.
+    terminating("pods", "orphaning", &["orphan"]);
+    terminating("configmaps", "foreground", &["foregroundDeletion"]);
+    terminating("namespaces", "team", &[]);
+    terminating(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "widgets.example.com",
+        &[crate::crd::CLEANUP_FINALIZER],
+    );
+    terminating(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "gadgets.example.com",
+        &["example.com/cleanup"],
+    );
+    let names = || {
+        let mut names: Vec<String> = store
+            .terminating_objects()
+            .into_iter()
+            .map(|(k, _)| k.name)
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(),
+        ["foreground", "orphaning", "team", "widgets.example.com"]
+    );
+    // Dropping the collector's finalizer hands the object back to whoever else holds it.
+    terminating("pods", "orphaning", &["example.com/cleanup"]);
+    store
+        .write::<()>("configmaps", "", "foreground", |_, _| Ok(WriteOp::Delete))
+        .unwrap();
+    assert_eq!(names(), ["team", "widgets.example.com"]);
+}
