@@ -35,6 +35,31 @@ use serde::de::{
 };
 use serde::{Deserialize, Serialize};
 
+/// The type-level half of [`Resource`] for a wrapper of `K` (kind, group, version, plural,
+/// scope), so an `Api` of the wrapper addresses the same URLs as an `Api<K>`.
+macro_rules! resource_type_of_wrapped {
+    ($k:ident) => {
+        type DynamicType = $k::DynamicType;
+        type Scope = $k::Scope;
+
+        fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+            $k::kind(dt)
+        }
+        fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+            $k::group(dt)
+        }
+        fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+            $k::version(dt)
+        }
+        fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+            $k::api_version(dt)
+        }
+        fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+            $k::plural(dt)
+        }
+    };
+}
+
 mod meta_only;
 
 pub use meta_only::MetaOnly;
@@ -72,24 +97,8 @@ impl<K: Serialize> Serialize for Lean<K> {
 }
 
 impl<K: Resource> Resource for Lean<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+    resource_type_of_wrapped!(K);
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
     fn meta(&self) -> &ObjectMeta {
         self.0.meta()
     }

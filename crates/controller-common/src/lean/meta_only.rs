@@ -60,24 +60,8 @@ impl<K> Default for MetaOnly<K> {
 }
 
 impl<K: Resource> Resource for MetaOnly<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+    resource_type_of_wrapped!(K);
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

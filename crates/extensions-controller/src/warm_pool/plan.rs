@@ -215,43 +215,18 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
 #[cfg(test)]
 mod census_equivalence;
+#[cfg(test)]
+mod fixtures;
 
 #[cfg(test)]
 mod tests {
+    use super::fixtures::{NOW, pool, ready_status, template};
     use super::*;
-    use crate::warm_pool::blueprint::{blueprint_hash, build_member};
-    use api_types::conditions::new_condition;
-    use api_types::{
-        SandboxStatus, SandboxTemplate, SandboxTemplateRef, SandboxTemplateSpec, SandboxWarmPool,
-        SandboxWarmPoolSpec,
-    };
+    use crate::warm_pool::blueprint::build_member;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
-    const NOW: i64 = 1_800_000_000;
-
     fn facts() -> TemplateFacts {
-        let mut t = SandboxTemplate::new("tmpl", SandboxTemplateSpec::default());
-        t.metadata.namespace = Some("ns".into());
-        TemplateFacts {
-            blueprint_hash: blueprint_hash(&t.spec.blueprint),
-            template: Arc::new(t),
-        }
-    }
-
-    fn pool() -> SandboxWarmPool {
-        let mut p = SandboxWarmPool::new(
-            "pool",
-            SandboxWarmPoolSpec {
-                replicas: Some(3),
-                sandbox_template_ref: SandboxTemplateRef {
-                    name: "tmpl".into(),
-                },
-                update_strategy: None,
-            },
-        );
-        p.metadata.namespace = Some("ns".into());
-        p.metadata.uid = Some("pool-uid".into());
-        p
+        template(None)
     }
 
     fn member(name: &str, age_secs: i64, ready: bool) -> Sandbox {
@@ -260,18 +235,7 @@ mod tests {
         sb.metadata.uid = Some(format!("uid-{name}"));
         sb.metadata.creation_timestamp =
             Some(Time(Timestamp::from_second(NOW - age_secs).unwrap()));
-        let status = if ready { "True" } else { "False" };
-        sb.status = Some(SandboxStatus {
-            conditions: vec![new_condition(
-                READY,
-                status,
-                "R",
-                "",
-                None,
-                Time(Timestamp::from_second(NOW).unwrap()),
-            )],
-            ..SandboxStatus::default()
-        });
+        sb.status = Some(ready_status(ready));
         sb
     }
 

@@ -5,51 +5,18 @@
 
 use std::collections::BTreeMap;
 
-use api_types::conditions::new_condition;
 use api_types::keys::{
     SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_TEMPLATE_HASH_LABEL, SANDBOX_TEMPLATE_REF_HASH_LABEL,
     SANDBOX_WARM_POOL_LABEL,
-};
-use api_types::{
-    SandboxStatus, SandboxTemplate, SandboxTemplateRef, SandboxTemplateSpec, SandboxWarmPool,
-    SandboxWarmPoolSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 
+use super::fixtures::{NOW, NS, pool, ready_status, template};
 use super::*;
 use crate::sandbox_index::SandboxIndex;
-use crate::warm_pool::blueprint::{blueprint_hash, build_member};
-
-const NOW: i64 = 1_800_000_000;
-const NS: &str = "ns";
-
-fn template(image: &str) -> TemplateFacts {
-    let mut t = SandboxTemplate::new("tmpl", SandboxTemplateSpec::default());
-    t.metadata.namespace = Some(NS.into());
-    t.spec.blueprint.pod_template.spec.hostname = Some(image.into());
-    TemplateFacts {
-        blueprint_hash: blueprint_hash(&t.spec.blueprint),
-        template: Arc::new(t),
-    }
-}
-
-fn pool() -> SandboxWarmPool {
-    let mut p = SandboxWarmPool::new(
-        "pool",
-        SandboxWarmPoolSpec {
-            replicas: Some(3),
-            sandbox_template_ref: SandboxTemplateRef {
-                name: "tmpl".into(),
-            },
-            update_strategy: None,
-        },
-    );
-    p.metadata.namespace = Some(NS.into());
-    p.metadata.uid = Some("pool-uid".into());
-    p
-}
+use crate::warm_pool::blueprint::build_member;
 
 fn owner(kind: &str, uid: &str) -> OwnerReference {
     OwnerReference {
@@ -64,7 +31,7 @@ fn owner(kind: &str, uid: &str) -> OwnerReference {
 
 /// A labelled Sandbox with random facts: owner, deletion, readiness, labels, spec, age.
 fn random_member(rng: &mut fastrand::Rng, name: &str, generation: u32) -> Sandbox {
-    let (current, old) = (template("v1"), template("v0"));
+    let (current, old) = (template(Some("v1")), template(Some("v0")));
     let facts = if rng.u8(..10) < 8 { &current } else { &old };
     let mut sb = build_member(&pool(), facts, true).expect("member");
     sb.metadata.name = Some(name.into());
@@ -108,18 +75,7 @@ fn random_member(rng: &mut fastrand::Rng, name: &str, generation: u32) -> Sandbo
             Timestamp::from_second(NOW - rng.i64(0..600)).expect("time"),
         ));
     }
-    let ready = rng.u8(..10) < 6;
-    sb.status = Some(SandboxStatus {
-        conditions: vec![new_condition(
-            READY,
-            if ready { "True" } else { "False" },
-            "R",
-            "",
-            None,
-            Time(Timestamp::from_second(NOW).expect("time")),
-        )],
-        ..SandboxStatus::default()
-    });
+    sb.status = Some(ready_status(rng.u8(..10) < 6));
     sb
 }
 
@@ -197,7 +153,7 @@ fn decided(plan: &Plan) -> Decided {
 
 /// Plans once from the whole listing and once the way the pass does, and compares.
 fn check_pass(cache: &Cache, rng: &mut fastrand::Rng, seed: u64) {
-    let facts = template("v1");
+    let facts = template(Some("v1"));
     let recreate = rng.bool();
     let template = rng.u8(..5).ne(&0).then_some(("tmpl", &facts));
     let all = cache.labelled();
@@ -316,7 +272,7 @@ fn counting_quiet_members_decides_what_the_full_listing_decides() {
         let mut rebuilt = Cache::new();
         rebuilt.relist(cache.store.state().iter().map(|sb| (**sb).clone()));
         for recreate in [false, true] {
-            let facts = template("v1");
+            let facts = template(Some("v1"));
             let count = |c: &Cache| {
                 c.index
                     .pool_census(
