@@ -266,6 +266,41 @@ impl Context {
             .remove(&key);
     }
 
+    /// Drops the remembered status and `pod-name` writes the cache holds (or something newer),
+    /// and those of Sandboxes the cache no longer has. It looks only at the remembered entries
+    /// (none at rest), so it can run every second: during a creation burst the entries would
+    /// otherwise pile up until the next [`Context::prune_departed`].
+    pub fn forget_caught_up_writes(&self) {
+        let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| {
+            let key = ObjectRef::<CachedSandbox>::new(&k.name)
+                .within(k.namespace.as_deref().unwrap_or_default());
+            match self.stores.sandboxes.get(&key) {
+                None => false,
+                Some(cached) => match cached
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|rv| rv.parse::<u64>().ok())
+                {
+                    Some(cached) => cached < *written_rv,
+                    None => true,
+                },
+            }
+        };
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if !written.is_empty() {
+            written.retain(|k, (rv, _)| still_ahead(k, rv));
+        }
+        drop(written);
+        let mut pod_names = self
+            .pod_name_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !pod_names.is_empty() {
+            pod_names.retain(|k, (rv, _)| still_ahead(k, rv));
+        }
+    }
+
     /// Drops the per-Sandbox memory of Sandboxes that no longer exist (deleted objects never
     /// reach the reconciler, so their entries would otherwise stay forever).
     pub fn prune_departed(&self) {
@@ -275,27 +310,7 @@ impl Context {
             .iter()
             .filter_map(|s| s.metadata.uid.as_deref().map(uid_hash))
             .collect();
-        // A remembered write is dropped once the cache holds it (or something newer).
-        let cached_rv: HashMap<ObjectRef<Sandbox>, Option<u64>> = live
-            .iter()
-            .map(|s| {
-                let rv = s.metadata.resource_version.as_deref();
-                (s.object_ref(), rv.and_then(|rv| rv.parse().ok()))
-            })
-            .collect();
-        let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| match cached_rv.get(k) {
-            None => false,
-            Some(Some(cached)) => cached < written_rv,
-            Some(None) => true,
-        };
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, (rv, _)| still_ahead(k, rv));
-        self.pod_name_written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, (rv, _)| still_ahead(k, rv));
+        self.forget_caught_up_writes();
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -512,6 +527,35 @@ mod memory_tests {
         ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
         ctx.prune_departed();
         assert_eq!(ctx.remembered(), 1, "only the write the cache lacks stays");
+    }
+
+    #[tokio::test]
+    async fn the_frequent_pass_forgets_caught_up_and_departed_writes_only() {
+        let mut caught_up = sandbox("caught-up");
+        caught_up.metadata.resource_version = Some("20".into());
+        let mut lagging = sandbox("lagging");
+        lagging.metadata.resource_version = Some("20".into());
+        let gone = sandbox("gone");
+        let ctx = context(&[&caught_up, &lagging]);
+        ctx.remember_written(&caught_up, Some("20"), SandboxStatus::default());
+        ctx.remember_written(&lagging, Some("21"), SandboxStatus::default());
+        ctx.remember_written(&gone, Some("3"), SandboxStatus::default());
+        ctx.remember_pod_name(&caught_up, Some("19"), Some("caught-up".into()));
+        ctx.remember_pod_name(&lagging, Some("22"), Some("lagging".into()));
+        ctx.forget_caught_up_writes();
+        assert_eq!(
+            ctx.remembered(),
+            2,
+            "the lagging Sandbox's status and pod-name writes stay"
+        );
+        let seen = ctx.with_own_writes(&lagging);
+        assert_eq!(
+            seen.metadata
+                .annotations
+                .as_ref()
+                .map(|a| a[POD_NAME_ANNOTATION].as_str()),
+            Some("lagging")
+        );
     }
 
     #[tokio::test]

@@ -215,17 +215,26 @@ impl SandboxController {
             true,
         );
 
-        // Every 10 s, forget per-Sandbox memory of deleted Sandboxes and remembered writes the
-        // cache has caught up with (one pass over the Sandbox store).
+        // Every second, forget remembered writes the cache has caught up with (a pass over
+        // those entries only); every 10 s, also forget per-Sandbox memory of deleted
+        // Sandboxes (one pass over the Sandbox store).
         let janitor = {
             let ctx = ctx.clone();
             let stop = shutdown.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                let mut ticks = 0u64;
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => break,
-                        _ = tick.tick() => ctx.prune_departed(),
+                        _ = tick.tick() => {
+                            ticks += 1;
+                            if ticks.is_multiple_of(10) {
+                                ctx.prune_departed();
+                            } else {
+                                ctx.forget_caught_up_writes();
+                            }
+                        }
                     }
                 }
             })
