@@ -21,6 +21,11 @@ use crate::store::{EventType, ObjectKey, WriteOp, WriteOutcome};
 /// How often the collector sweeps for dependents whose owners no longer exist.
 const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
 
+/// The finalizer a delete with `propagationPolicy: Orphan` puts on the owner.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+/// The finalizer a delete with `propagationPolicy: Foreground` puts on the owner.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
 pub fn spawn(state: SharedState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut rx = state.store.subscribe();
@@ -193,14 +198,14 @@ fn process_terminating(state: &SharedState) {
     for (key, obj) in state.store.terminating_objects() {
         let uid = meta::meta_str(&obj, "uid").unwrap_or("").to_string();
         let fins = meta::finalizers(&obj);
-        if fins.iter().any(|f| f == "orphan") {
+        if fins.iter().any(|f| f == ORPHAN_FINALIZER) {
             for dep in state.store.dependents_of(&uid) {
                 drop_owner_ref(state, &dep, &uid);
             }
-            remove_finalizer(state, &key, "orphan");
+            remove_finalizer(state, &key, ORPHAN_FINALIZER);
             continue;
         }
-        if fins.iter().any(|f| f == "foregroundDeletion") {
+        if fins.iter().any(|f| f == FOREGROUND_FINALIZER) {
             let deps = state.store.dependents_of(&uid);
             let mut blocking = false;
             for dep in &deps {
@@ -218,7 +223,7 @@ fn process_terminating(state: &SharedState) {
                 }
             }
             if !blocking {
-                remove_finalizer(state, &key, "foregroundDeletion");
+                remove_finalizer(state, &key, FOREGROUND_FINALIZER);
             }
             continue;
         }

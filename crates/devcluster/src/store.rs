@@ -734,7 +734,9 @@ fn gc_finishes(key: &ObjectKey, obj: &Value) -> bool {
     };
     let crd = key.group_resource == "customresourcedefinitions.apiextensions.k8s.io";
     finalizers.iter().filter_map(Value::as_str).any(|f| {
-        f == "orphan" || f == "foregroundDeletion" || (crd && f == crate::crd::CLEANUP_FINALIZER)
+        f == crate::gc::ORPHAN_FINALIZER
+            || f == crate::gc::FOREGROUND_FINALIZER
+            || (crd && f == crate::crd::CLEANUP_FINALIZER)
     })
 }
 

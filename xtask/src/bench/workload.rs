@@ -460,7 +460,7 @@ pub struct CreateOutcome {
 
 impl CreateOutcome {
     /// Counts one create's result.
-    pub fn record(&mut self, result: Result<(), impl std::fmt::Display>) {
+    fn record(&mut self, result: Result<(), impl std::fmt::Display>) {
         match result {
             Ok(()) => self.created += 1,
             Err(e) => {
@@ -557,7 +557,8 @@ where
     total
 }
 
-async fn collect(
+/// Awaits spawned creates and counts their outcomes (a panicked task counts as failed).
+pub async fn collect(
     tasks: Vec<tokio::task::JoinHandle<Result<(), BenchError>>>,
     start: Instant,
 ) -> CreateOutcome {

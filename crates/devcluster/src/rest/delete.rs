@@ -1,6 +1,7 @@
 //! DELETE and deletecollection: DeleteOptions (preconditions, propagation, grace period),
 //! finalizers and deletionTimestamp, graceful pod deletion, namespace termination.
 
+use crate::gc::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use axum::response::Response;
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -106,19 +107,19 @@ pub fn delete_object(
     let before = finalizers.clone();
     match opts.propagation {
         Some(Propagation::Orphan) => {
-            finalizers.retain(|f| f != "foregroundDeletion");
-            if !finalizers.iter().any(|f| f == "orphan") {
-                finalizers.push("orphan".into());
+            finalizers.retain(|f| f != FOREGROUND_FINALIZER);
+            if !finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+                finalizers.push(ORPHAN_FINALIZER.into());
             }
         }
         Some(Propagation::Foreground) => {
-            finalizers.retain(|f| f != "orphan");
-            if !finalizers.iter().any(|f| f == "foregroundDeletion") {
-                finalizers.push("foregroundDeletion".into());
+            finalizers.retain(|f| f != ORPHAN_FINALIZER);
+            if !finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
+                finalizers.push(FOREGROUND_FINALIZER.into());
             }
         }
         Some(Propagation::Background) => {
-            finalizers.retain(|f| f != "orphan" && f != "foregroundDeletion");
+            finalizers.retain(|f| f != ORPHAN_FINALIZER && f != FOREGROUND_FINALIZER);
         }
         None => {}
     }

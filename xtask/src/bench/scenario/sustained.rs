@@ -6,7 +6,7 @@
 //! last claim is deleted, only the pool's own members may remain.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -52,16 +52,15 @@ pub fn pool_size(rate: f64, pool_seconds: f64) -> u32 {
     (rate * pool_seconds).ceil().max(1.0) as u32
 }
 
-/// Deletes each claim `delay` after the watch first saw it Ready, until `stop` says every
-/// created claim has been handed over; returns how many deletes were sent and failed.
+/// Deletes each claim `delay` after the watch first saw it Ready, until as many deletes were
+/// sent as `created` says claims were created (set once creating is over); returns how many
+/// deletes were sent and failed.
 async fn delete_after_ready(
     watch: Arc<ReadyWatch>,
     client: kube::Client,
     delay: Duration,
-    expected: Arc<std::sync::atomic::AtomicUsize>,
-    creating_done: Arc<std::sync::atomic::AtomicBool>,
+    created: Arc<OnceLock<usize>>,
 ) -> (usize, usize, Option<String>) {
-    use std::sync::atomic::Ordering;
     let api = Kind::Claim.api(&client);
     let mut cursor = 0usize;
     let mut due: VecDeque<(String, f64)> = VecDeque::new();
@@ -88,8 +87,7 @@ async fn delete_after_ready(
                 }
             }));
         }
-        let all_handed_over = creating_done.load(Ordering::Acquire)
-            && deletes.len() >= expected.load(Ordering::Acquire);
+        let all_handed_over = created.get().is_some_and(|n| deletes.len() >= *n);
         if all_handed_over && due.is_empty() {
             break;
         }
@@ -152,7 +150,6 @@ pub async fn sustained(
     ctx: &Ctx<'_>,
     report: &mut ScenarioReport,
 ) -> Result<(), BenchError> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let sizes = ctx.sizes;
     let rate = sizes.sustained_rate;
     let replicas = pool_size(rate, sizes.sustained_pool_seconds);
@@ -168,14 +165,12 @@ pub async fn sustained(
     let start = Instant::now();
     let progress = bar("sustained", "claims Ready", n as u64);
 
-    let expected = Arc::new(AtomicUsize::new(0));
-    let creating_done = Arc::new(AtomicBool::new(false));
+    let created_count = Arc::new(OnceLock::new());
     let mut deleter = AbortOnDrop(tokio::spawn(delete_after_ready(
         watch.clone(),
         stack.client.clone(),
         Duration::from_secs_f64(sizes.sustained_delete_after_s),
-        expected.clone(),
-        creating_done.clone(),
+        created_count.clone(),
     )));
     let mut creates = Vec::with_capacity(n);
     for (i, at) in arrivals.iter().enumerate() {
@@ -189,19 +184,11 @@ pub async fn sustained(
         }));
     }
     let load_end = now_s();
-    let mut outcome = workload::CreateOutcome::default();
-    for task in creates {
-        outcome.record(
-            task.await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string())),
-        );
-    }
+    let outcome = workload::collect(creates, start).await;
     record_cpu(&meters, report);
     super::claims::check_creates(&outcome, "claim")?;
-    expected.store(outcome.created, Ordering::Release);
-    creating_done.store(true, Ordering::Release);
     let created = outcome.created;
+    let _ = created_count.set(created);
     let ready = watch
         .wait_until(
             &format!("the {created} sustained claims to be Ready"),
