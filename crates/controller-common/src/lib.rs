@@ -84,6 +84,7 @@ pub mod rate_limit;
 pub mod request_metrics;
 pub mod runtime;
 pub mod telemetry;
+pub mod work_queue;
 
 pub use admin::{Readiness, ReadyGate};
 pub use args::{BindAddress, CommonArgs, LogFormat};

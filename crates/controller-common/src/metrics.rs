@@ -8,7 +8,7 @@
 //! | `controller_runtime_reconcile_time_seconds` | histogram (trace-id exemplars) | `controller` |
 //! | `controller_runtime_max_concurrent_reconciles` | gauge | `controller` |
 //! | `controller_runtime_active_workers` | gauge | `controller` |
-//! | `workqueue_depth` | gauge | `controller`, `name` |
+//! | `workqueue_*` | see [`crate::work_queue`] | `name`, `controller` |
 //!
 //! Exemplars are only visible in the OpenMetrics exposition (see [`crate::admin`]).
 
@@ -22,6 +22,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::work_queue::{WorkQueue, WorkQueueMetrics};
 
 /// Bucket boundaries (seconds) of `controller_runtime_reconcile_time_seconds`, as
 /// controller-runtime uses since v0.15.
@@ -67,12 +69,6 @@ struct ResultLabels {
     result: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct QueueLabels {
-    controller: String,
-    name: String,
-}
-
 /// Exemplar labels: the trace the observation belongs to.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TraceExemplar {
@@ -98,7 +94,7 @@ pub struct ControllerMetrics {
     reconcile_time: Family<ControllerLabel, TimeHistogram, fn() -> TimeHistogram>,
     max_concurrent: Family<ControllerLabel, Gauge>,
     active_workers: Family<ControllerLabel, Gauge>,
-    queue_depth: Family<QueueLabels, Gauge>,
+    work_queues: WorkQueueMetrics,
 }
 
 impl ControllerMetrics {
@@ -110,7 +106,7 @@ impl ControllerMetrics {
             reconcile_time: Family::new_with_constructor(new_time_histogram),
             max_concurrent: Family::default(),
             active_workers: Family::default(),
-            queue_depth: Family::default(),
+            work_queues: WorkQueueMetrics::register(registry),
         };
         // prometheus-client appends `_total` to counters itself.
         registry.register(
@@ -137,11 +133,6 @@ impl ControllerMetrics {
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
             metrics.active_workers.clone(),
-        );
-        registry.register(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            metrics.queue_depth.clone(),
         );
         metrics
     }
@@ -186,14 +177,9 @@ impl ControllerMetrics {
         ActiveWorker { gauge }
     }
 
-    /// Sets `workqueue_depth` (keys waiting to be reconciled).
-    pub fn set_queue_depth(&self, controller: &str, depth: usize) {
-        self.queue_depth
-            .get_or_create(&QueueLabels {
-                controller: controller.to_owned(),
-                name: controller.to_owned(),
-            })
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    /// The work queue of `controller` (see [`crate::work_queue`]).
+    pub fn work_queue(&self, controller: &str) -> WorkQueue {
+        self.work_queues.queue(controller)
     }
 }
 
@@ -252,7 +238,9 @@ mod tests {
             Duration::from_secs(2),
         );
         m.set_max_concurrent_reconciles("sandbox", 100);
-        m.set_queue_depth("sandbox", 7);
+        let queue = m.work_queue("sandbox");
+        queue.add(Some("ns"), "a");
+        queue.add(Some("ns"), "b");
         let worker = m.active_worker("sandbox");
 
         let mut out = String::new();
@@ -268,7 +256,8 @@ mod tests {
             "controller_runtime_reconcile_time_seconds_bucket{controller=\"sandbox\",le=\"0.1\"} 3",
             "controller_runtime_max_concurrent_reconciles{controller=\"sandbox\"} 100",
             "controller_runtime_active_workers{controller=\"sandbox\"} 1",
-            "workqueue_depth{controller=\"sandbox\",name=\"sandbox\"} 7",
+            "workqueue_depth{name=\"sandbox\",controller=\"sandbox\"} 2",
+            "workqueue_adds_total{name=\"sandbox\",controller=\"sandbox\"} 2",
         ] {
             assert!(out.contains(line), "missing {line}:\n{out}");
         }

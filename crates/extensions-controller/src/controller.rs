@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
+use controller_common::work_queue::{WorkQueue, WorkQueueMetrics};
 
 use crate::claim;
 use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
@@ -306,16 +307,40 @@ fn claims_for_template(
         .collect()
 }
 
+/// Handles one result of a controller's run: a key whose object was gone by its turn leaves
+/// the work queue's depth; other errors are logged.
 fn log_result<T>(
+    queue: &WorkQueue,
     res: Result<T, controller::Error<crate::Error, watcher::Error>>,
 ) -> future::Ready<()> {
     if let Err(e) = res {
         match e {
-            controller::Error::ObjectNotFound(_) => {}
+            controller::Error::ObjectNotFound(obj) => {
+                queue.forget(obj.namespace.as_deref(), &obj.name);
+            }
             other => tracing::debug!(error = %other, "controller event"),
         }
     }
     future::ready(())
+}
+
+/// The keys a mapper hands a controller, counted in its work queue on the way.
+fn queued<K: Resource>(queue: &WorkQueue, refs: Vec<ObjectRef<K>>) -> Vec<ObjectRef<K>> {
+    for r in &refs {
+        queue.add(r.namespace.as_deref(), &r.name);
+    }
+    refs
+}
+
+/// Counts each object a controller's own stream hands it in the work queue.
+fn add_self<K: Resource>(queue: WorkQueue) -> impl Fn(&Arc<K>) {
+    move |obj| {
+        let meta = obj.meta();
+        queue.add(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+    }
 }
 
 /// The three controllers, ready to run.
@@ -443,66 +468,106 @@ impl ExtensionsController {
             return;
         };
         let config = |workers: u16| controller::Config::default().concurrency(workers);
+        let work_queue = |name: &str| match &reconcile_metrics {
+            Some(m) => m.work_queue(name),
+            // Not exported; the wiring stays the same.
+            None => WorkQueueMetrics::register(&mut Default::default()).queue(name),
+        };
+        let template_queue = work_queue(template::reconcile::CONTROLLER_NAME);
+        let pool_queue = work_queue(warm_pool::reconcile::CONTROLLER_NAME);
+        let claim_queue = work_queue(claim::reconcile::CONTROLLER_NAME);
 
-        let template_controller =
-            Controller::for_shared_stream(tmpl_for_templates, templates.clone())
-                .owns_shared_stream(np_events)
-                .with_config(config(options.template_workers))
-                .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-                .run(
-                    template::reconcile::reconcile,
-                    template::reconcile::error_policy,
-                    ctx.clone(),
-                )
-                .for_each(log_result);
+        let q = template_queue.clone();
+        let template_controller = Controller::for_shared_stream(
+            tmpl_for_templates.inspect(add_self(template_queue.clone())),
+            templates.clone(),
+        )
+        .owns_shared_stream(np_events.inspect(move |np| {
+            q.add_owners::<SandboxTemplate>(np.meta());
+        }))
+        .with_config(config(options.template_workers))
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            {
+                let q = template_queue.clone();
+                move |t: Arc<SandboxTemplate>, ctx| {
+                    q.track(&*t, template::reconcile::reconcile(t.clone(), ctx))
+                }
+            },
+            template::reconcile::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|res| log_result(&template_queue, res));
 
         let pools_for_sb = pools.clone();
         let pools_for_tmpl = pools.clone();
+        let (q1, q2, q3) = (pool_queue.clone(), pool_queue.clone(), pool_queue.clone());
         let pool_controller = Controller::for_shared_stream(
-            changed_only(pool_for_pools, pool_fingerprint, pools.clone()),
+            changed_only(pool_for_pools, pool_fingerprint, pools.clone())
+                .inspect(add_self(pool_queue.clone())),
             pools.clone(),
         )
         .watches_shared_stream(sb_for_pools, move |sb: Arc<Sandbox>| {
-            pools_for_sandbox(&pools_for_sb, &sb)
+            queued(&q1, pools_for_sandbox(&pools_for_sb, &sb))
         })
         .watches_shared_stream(tmpl_for_pools, move |t: Arc<SandboxTemplate>| {
-            pools_for_template(&pools_for_tmpl, &t)
+            queued(&q2, pools_for_template(&pools_for_tmpl, &t))
         })
-        .reconcile_on(wake_rx)
+        .reconcile_on(wake_rx.inspect(move |r: &ObjectRef<SandboxWarmPool>| {
+            q3.add(r.namespace.as_deref(), &r.name);
+        }))
         .with_config(config(options.pool_workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            warm_pool::reconcile::reconcile,
+            {
+                let q = pool_queue.clone();
+                move |p: Arc<SandboxWarmPool>, ctx| {
+                    q.track(&*p, warm_pool::reconcile::reconcile(p.clone(), ctx))
+                }
+            },
             warm_pool::reconcile::error_policy,
             ctx.clone(),
         )
-        .for_each(log_result);
+        .for_each(|res| log_result(&pool_queue, res));
 
         let claims_for_pools = claims.clone();
         let (pools_c, claims_c) = (pools.clone(), claims.clone());
+        let (q1, q2, q3) = (
+            claim_queue.clone(),
+            claim_queue.clone(),
+            claim_queue.clone(),
+        );
         let claim_controller = Controller::for_shared_stream(
-            changed_only(claim_events, claim_fingerprint, claims.clone()),
+            changed_only(claim_events, claim_fingerprint, claims.clone())
+                .inspect(add_self(claim_queue.clone())),
             claims.clone(),
         )
-        .owns_shared_stream(sb_for_claims)
+        .owns_shared_stream(sb_for_claims.inspect(move |sb| {
+            q1.add_owners::<SandboxClaim>(sb.meta());
+        }))
         // Only pool changes a waiting claim cares about (created, spec or labels changed,
         // deleted): a status write per adoption would otherwise requeue every unbound claim of
         // the pool, which under a burst means thousands of redundant passes.
         .watches_shared_stream(
             changed_only(pool_for_claims, pool_fingerprint, pools.clone()),
-            move |p: Arc<SandboxWarmPool>| claims_for_pool(&claims_for_pools, &p),
+            move |p: Arc<SandboxWarmPool>| queued(&q2, claims_for_pool(&claims_for_pools, &p)),
         )
         .watches_shared_stream(tmpl_for_claims, move |t: Arc<SandboxTemplate>| {
-            claims_for_template(&pools_c, &claims_c, &t)
+            queued(&q3, claims_for_template(&pools_c, &claims_c, &t))
         })
         .with_config(config(options.claim_workers))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            claim::reconcile::reconcile,
+            {
+                let q = claim_queue.clone();
+                move |c: Arc<SandboxClaim>, ctx| {
+                    q.track(&*c, claim::reconcile::reconcile(c.clone(), ctx))
+                }
+            },
             claim::reconcile::error_policy,
             ctx.clone(),
         )
-        .for_each(log_result);
+        .for_each(|res| log_result(&claim_queue, res));
 
         let synced = {
             let stores = stores.clone();

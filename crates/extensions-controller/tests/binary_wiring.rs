@@ -95,12 +95,28 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
         "agent_sandbox_claim_controller_startup_latency_ms_bucket",
         "agent_sandbox_creation_latency_ms_bucket",
         "controller_runtime_reconcile_total{controller=\"sandboxclaim\"",
+        "workqueue_adds_total{name=\"sandboxclaim\",controller=\"sandboxclaim\"}",
+        "workqueue_adds_total{name=\"sandboxwarmpool\",controller=\"sandboxwarmpool\"}",
+        "workqueue_adds_total{name=\"sandboxtemplate\",controller=\"sandboxtemplate\"}",
+        "workqueue_queue_duration_seconds_count{name=\"sandboxclaim\",controller=\"sandboxclaim\"}",
+        "workqueue_work_duration_seconds_count{name=\"sandboxclaim\",controller=\"sandboxclaim\"}",
     ] {
         assert!(
             body.contains(family),
             "{family} missing from /metrics:\n{body}"
         );
     }
+
+    // The claim is bound and nothing else changes: its controller's queue drains to zero.
+    wait_for("an empty claim queue", DEADLINE, || async {
+        http_get(metrics, "/metrics").await.filter(|(_, b)| {
+            b.contains("workqueue_depth{name=\"sandboxclaim\",controller=\"sandboxclaim\"} 0\n")
+                && b.contains(
+                    "workqueue_unfinished_work_seconds{name=\"sandboxclaim\",controller=\"sandboxclaim\"} 0.0\n",
+                )
+        })
+    })
+    .await;
 
     shutdown.cancel();
     let result = tokio::time::timeout(DEADLINE, task)

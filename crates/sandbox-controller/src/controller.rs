@@ -5,17 +5,19 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-use kube::Client;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::utils::{PredicateConfig, WatchStreamExt};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
+use controller_common::work_queue::{WorkQueue, WorkQueueMetrics};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -71,6 +73,7 @@ pub struct SandboxController {
         Writer<PersistentVolumeClaim>,
     ),
     metrics: Metrics,
+    queue: WorkQueue,
 }
 
 /// What a Sandbox change must touch to trigger a reconcile: spec (generation), labels,
@@ -103,6 +106,7 @@ impl SandboxController {
         let (pvcs, pvc_w) = reflector::store::<PersistentVolumeClaim>();
         let metrics = Metrics::register(registry, Some(sandboxes.clone()));
         metrics.set_max_concurrent(options.workers);
+        let queue = WorkQueueMetrics::register(registry).queue(crate::metrics::CONTROLLER);
         SandboxController {
             client,
             options,
@@ -115,6 +119,7 @@ impl SandboxController {
             },
             writers: (sb_w, pod_w, svc_w, pvc_w),
             metrics,
+            queue,
         }
     }
 
@@ -131,6 +136,7 @@ impl SandboxController {
             stores,
             writers: (sb_w, pod_w, svc_w, pvc_w),
             metrics,
+            queue,
         } = self;
         let child_config = if options.label_scoped_cache {
             watcher::Config::default()
@@ -242,27 +248,54 @@ impl SandboxController {
 
         let mut config = controller::Config::default().concurrency(options.workers);
         config = config.debounce(std::time::Duration::from_millis(0));
-        Controller::for_stream(sandbox_stream, stores.sandboxes.clone())
-            .owns_stream(pod_stream)
-            .owns_stream(svc_stream)
-            .owns_stream(pvc_stream)
-            .with_config(config)
-            .graceful_shutdown_on(shutdown.cancelled_owned())
-            .run(reconcile, error_policy, ctx)
-            .for_each(|res| async move {
-                if let Err(err) = res {
-                    match err {
-                        controller::Error::ObjectNotFound(_) => {}
-                        controller::Error::QueueError(err) => {
-                            // The watcher retries with backoff and relists after a 410; the
-                            // relist's changes trigger reconciles once the store holds them.
-                            tracing::warn!(error = %err, "watch failed; retrying");
-                        }
-                        other => tracing::debug!(error = %other, "controller event"),
+        // Each key handed to the controller is counted in the work-queue metrics on the way.
+        let add_self = |q: WorkQueue| {
+            move |sb: &CachedSandbox| {
+                let meta = sb.meta();
+                q.add(
+                    meta.namespace.as_deref(),
+                    meta.name.as_deref().unwrap_or_default(),
+                );
+            }
+        };
+        let add_owner = |q: WorkQueue| move |meta: &ObjectMeta| q.add_owners::<CachedSandbox>(meta);
+        let (q_pod, q_svc, q_pvc) = (
+            add_owner(queue.clone()),
+            add_owner(queue.clone()),
+            add_owner(queue.clone()),
+        );
+        let tracked = queue.clone();
+        let queue = &queue;
+        Controller::for_stream(
+            sandbox_stream.inspect_ok(add_self(queue.clone())),
+            stores.sandboxes.clone(),
+        )
+        .owns_stream(pod_stream.inspect_ok(move |pod| q_pod(pod.meta())))
+        .owns_stream(svc_stream.inspect_ok(move |svc| q_svc(svc.meta())))
+        .owns_stream(pvc_stream.inspect_ok(move |pvc| q_pvc(pvc.meta())))
+        .with_config(config)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(
+            move |sb: Arc<CachedSandbox>, ctx| tracked.track(&*sb, reconcile(sb.clone(), ctx)),
+            error_policy,
+            ctx,
+        )
+        .for_each(|res| async move {
+            if let Err(err) = res {
+                match err {
+                    controller::Error::ObjectNotFound(obj) => {
+                        queue.forget(obj.namespace.as_deref(), &obj.name);
                     }
+                    controller::Error::QueueError(err) => {
+                        // The watcher retries with backoff and relists after a 410; the
+                        // relist's changes trigger reconciles once the store holds them.
+                        tracing::warn!(error = %err, "watch failed; retrying");
+                    }
+                    other => tracing::debug!(error = %other, "controller event"),
                 }
-            })
-            .await;
+            }
+        })
+        .await;
         janitor.abort();
         Ok(())
     }

@@ -19,6 +19,8 @@ pub const HASH_LABEL: &str = "agents.x-k8s.io/sandbox-name-hash";
 pub struct Running {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// The controller's metrics, as `/metrics` would serve them.
+    registry: Registry,
 }
 
 pub fn start_controller(api: &FakeApi) -> Running {
@@ -48,10 +50,22 @@ pub fn start_controller_with(api: &FakeApi, tweak: impl FnOnce(&mut Settings)) -
     let task = tokio::spawn(async move {
         let _ = controller.run(token).await;
     });
-    Running { shutdown, task }
+    Running {
+        shutdown,
+        task,
+        registry,
+    }
 }
 
 impl Running {
+    /// The Prometheus text exposition of the controller's metrics now.
+    pub fn scrape(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("metrics encode");
+        out
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         let _ = tokio::time::timeout(DEADLINE, self.task).await;

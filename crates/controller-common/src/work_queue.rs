@@ -1,0 +1,376 @@
+//! Work-queue metrics with controller-runtime's family names and labels, for controllers built
+//! on kube-runtime's `Controller`, whose scheduler keeps its queue to itself.
+//!
+//! A [`WorkQueue`] mirrors that queue from the outside: the trigger streams report each key they
+//! hand the controller ([`WorkQueue::add`], [`WorkQueue::add_owners`]), the reconciler reports
+//! each start ([`WorkQueue::start`]), and the controller's output stream reports keys whose
+//! object was gone by their turn ([`WorkQueue::forget`]). Like client-go's queue, a key added
+//! while it is already waiting counts once, and a key added while it is being reconciled waits
+//! (and counts in the depth) until its next start.
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `workqueue_depth` | gauge | `name`, `controller` |
+//! | `workqueue_adds_total` | counter | `name`, `controller` |
+//! | `workqueue_queue_duration_seconds` | histogram (1e-8 … 1e3 s) | `name`, `controller` |
+//! | `workqueue_work_duration_seconds` | histogram (1e-8 … 1e3 s) | `name`, `controller` |
+//! | `workqueue_retries_total` | counter | `name`, `controller` |
+//! | `workqueue_unfinished_work_seconds` | gauge | `name`, `controller` |
+//! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` |
+//!
+//! One difference from client-go: a reconcile that kube-runtime runs again after a delay (a
+//! requeue `Action` or the error policy's backoff) is counted as an add when it starts, not
+//! when its delay ends, so it is not in the depth while it waits for a free worker.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Bucket boundaries (seconds) of the two duration histograms: 10 ns times powers of ten, twelve
+/// buckets, as controller-runtime's work-queue metrics use.
+pub const WORK_QUEUE_BUCKETS: [f64; 12] = [
+    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+    controller: String,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(WORK_QUEUE_BUCKETS)
+}
+
+type DurationFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
+
+/// The families, registered once per process; [`WorkQueueMetrics::queue`] makes one queue per
+/// controller. Cheap to clone; clones share values.
+#[derive(Clone)]
+pub struct WorkQueueMetrics {
+    adds: Family<QueueLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
+    queue_duration: DurationFamily,
+    work_duration: DurationFamily,
+    queues: Arc<Mutex<Vec<WorkQueue>>>,
+}
+
+impl WorkQueueMetrics {
+    /// Registers the families on `registry` (the root registry: the names carry no prefix).
+    pub fn register(registry: &mut Registry) -> WorkQueueMetrics {
+        let metrics = WorkQueueMetrics {
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(duration_histogram),
+            work_duration: Family::new_with_constructor(duration_histogram),
+            queues: Arc::default(),
+        };
+        // prometheus-client appends `_total` to counters itself.
+        registry.register(
+            "workqueue_adds",
+            "Keys added to the work queue (a key added while already waiting counts once)",
+            metrics.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Reconciles that failed and were queued again after a backoff",
+            metrics.retries.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "Seconds a key waited in the work queue before its reconcile started",
+            metrics.queue_duration.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "Seconds one reconcile of a key took",
+            metrics.work_duration.clone(),
+        );
+        registry.register_collector(Box::new(QueueGauges {
+            queues: Arc::clone(&metrics.queues),
+        }));
+        metrics
+    }
+
+    /// The queue of controller `controller` (also its `name` label, as controller-runtime names a
+    /// controller's queue after it). Asking twice for the same name gives the same queue.
+    pub fn queue(&self, controller: &str) -> WorkQueue {
+        let mut queues = lock(&self.queues);
+        if let Some(queue) = queues.iter().find(|q| q.shared.labels.name == controller) {
+            return queue.clone();
+        }
+        let labels = QueueLabels {
+            name: controller.to_owned(),
+            controller: controller.to_owned(),
+        };
+        let queue = WorkQueue {
+            shared: Arc::new(QueueShared {
+                adds: self.adds.get_or_create(&labels).clone(),
+                retries: self.retries.get_or_create(&labels).clone(),
+                queue_duration: self.queue_duration.get_or_create(&labels).clone(),
+                work_duration: self.work_duration.get_or_create(&labels).clone(),
+                labels,
+                state: Mutex::default(),
+            }),
+        };
+        queues.push(queue.clone());
+        queue
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One controller's queue, as seen from its triggers and its reconciler. Cheap to clone.
+#[derive(Clone)]
+pub struct WorkQueue {
+    shared: Arc<QueueShared>,
+}
+
+struct QueueShared {
+    labels: QueueLabels,
+    adds: Counter,
+    retries: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    state: Mutex<QueueState>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// Keys waiting for their next start, with the time each was added.
+    waiting: HashMap<String, Instant>,
+    /// Keys being reconciled, with the time each started.
+    running: HashMap<String, Instant>,
+}
+
+/// The point-in-time gauges of one queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueGaugeValues {
+    /// Keys waiting for a reconcile.
+    pub depth: usize,
+    /// Seconds the running reconciles have been running, summed.
+    pub unfinished_work_seconds: f64,
+    /// Seconds the longest-running reconcile has been running.
+    pub longest_running_processor_seconds: f64,
+}
+
+fn key_of(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+impl WorkQueue {
+    /// A key handed to the controller: counts once until its next start.
+    pub fn add(&self, namespace: Option<&str>, name: &str) {
+        self.add_key(key_of(namespace, name), Instant::now());
+    }
+
+    fn add_key(&self, key: String, now: Instant) {
+        let mut state = lock(&self.shared.state);
+        if let std::collections::hash_map::Entry::Vacant(slot) = state.waiting.entry(key) {
+            slot.insert(now);
+            self.shared.adds.inc();
+        }
+    }
+
+    /// The keys an owned object's event hands the controller of `Owner`: one per owner
+    /// reference of that kind and API version, in the object's namespace (as kube-runtime's
+    /// `owns` maps them).
+    pub fn add_owners<Owner>(&self, meta: &ObjectMeta)
+    where
+        Owner: Resource<DynamicType = ()>,
+    {
+        let Some(owners) = &meta.owner_references else {
+            return;
+        };
+        let kind = Owner::kind(&());
+        let api_version = Owner::api_version(&());
+        for owner in owners {
+            if owner.kind == kind && owner.api_version == api_version {
+                self.add(meta.namespace.as_deref(), &owner.name);
+            }
+        }
+    }
+
+    /// A reconcile of the key starts; it counts as running until the returned guard is dropped.
+    pub fn start(&self, namespace: Option<&str>, name: &str) -> InFlight {
+        self.start_key(key_of(namespace, name), Instant::now())
+    }
+
+    fn start_key(&self, key: String, now: Instant) -> InFlight {
+        let mut state = lock(&self.shared.state);
+        match state.waiting.remove(&key) {
+            Some(added) => self
+                .shared
+                .queue_duration
+                .observe(now.saturating_duration_since(added).as_secs_f64()),
+            // A requeue kube-runtime scheduled itself: it is added as it starts.
+            None => {
+                self.shared.adds.inc();
+            }
+        }
+        if state.waiting.is_empty() && state.waiting.capacity() > 1024 {
+            // A resync or burst of thousands of keys is over: give the table back.
+            state.waiting.shrink_to(64);
+        }
+        state.running.insert(key.clone(), now);
+        drop(state);
+        InFlight {
+            queue: self.clone(),
+            key,
+            started: now,
+            retry: false,
+        }
+    }
+
+    /// Runs one reconcile of `obj` as a start of its key: running until `work` finishes, and a
+    /// retry when it fails (kube-runtime then requeues it through the error policy). Wrap the
+    /// reconciler handed to `Controller::run` with it.
+    pub fn track<K, T, E, W>(
+        &self,
+        obj: &K,
+        work: W,
+    ) -> impl Future<Output = Result<T, E>> + use<K, T, E, W>
+    where
+        K: Resource,
+        W: Future<Output = Result<T, E>>,
+    {
+        let meta = obj.meta();
+        let mut in_flight = self.start(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        async move {
+            let result = work.await;
+            if result.is_err() {
+                in_flight.will_retry();
+            }
+            drop(in_flight);
+            result
+        }
+    }
+
+    /// The key's object was gone when its turn came, so it will not start.
+    pub fn forget(&self, namespace: Option<&str>, name: &str) {
+        lock(&self.shared.state)
+            .waiting
+            .remove(&key_of(namespace, name));
+    }
+
+    /// The gauges at `now`.
+    pub fn gauges(&self, now: Instant) -> QueueGaugeValues {
+        let state = lock(&self.shared.state);
+        let mut unfinished = 0.0;
+        let mut longest = 0.0f64;
+        for started in state.running.values() {
+            let secs = now.saturating_duration_since(*started).as_secs_f64();
+            unfinished += secs;
+            longest = longest.max(secs);
+        }
+        QueueGaugeValues {
+            depth: state.waiting.len(),
+            unfinished_work_seconds: unfinished,
+            longest_running_processor_seconds: longest,
+        }
+    }
+}
+
+/// A running reconcile. Dropping it records the work duration, and a retry when
+/// [`InFlight::will_retry`] was called.
+pub struct InFlight {
+    queue: WorkQueue,
+    key: String,
+    started: Instant,
+    retry: bool,
+}
+
+impl InFlight {
+    /// The reconcile failed and the key goes back to the queue after a backoff.
+    pub fn will_retry(&mut self) {
+        self.retry = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let shared = &self.queue.shared;
+        lock(&shared.state).running.remove(&self.key);
+        shared
+            .work_duration
+            .observe(self.started.elapsed().as_secs_f64());
+        if self.retry {
+            shared.retries.inc();
+        }
+    }
+}
+
+/// Encodes the point-in-time gauges of every queue at scrape time.
+struct QueueGauges {
+    queues: Arc<Mutex<Vec<WorkQueue>>>,
+}
+
+impl std::fmt::Debug for QueueGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueGauges").finish_non_exhaustive()
+    }
+}
+
+impl Collector for QueueGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let now = Instant::now();
+        let values: Vec<(QueueLabels, QueueGaugeValues)> = lock(&self.queues)
+            .iter()
+            .map(|q| (q.shared.labels.clone(), q.gauges(now)))
+            .collect();
+        let mut depth = encoder.encode_descriptor(
+            "workqueue_depth",
+            "Keys waiting in the work queue for a reconcile",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, v) in &values {
+            let depth_value = i64::try_from(v.depth).unwrap_or(i64::MAX);
+            ConstGauge::new(depth_value).encode(depth.encode_family(labels)?)?;
+        }
+        let mut unfinished = encoder.encode_descriptor(
+            "workqueue_unfinished_work_seconds",
+            "Seconds the reconciles now running have run so far, summed; a value that keeps growing points at a stuck reconcile",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, v) in &values {
+            ConstGauge::new(v.unfinished_work_seconds).encode(unfinished.encode_family(labels)?)?;
+        }
+        let mut longest = encoder.encode_descriptor(
+            "workqueue_longest_running_processor_seconds",
+            "Seconds the longest of the reconciles now running has run so far",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, v) in &values {
+            ConstGauge::new(v.longest_running_processor_seconds)
+                .encode(longest.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "work_queue/tests.rs"]
+mod tests;

@@ -1,0 +1,269 @@
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use prometheus_client::encoding::text::encode;
+
+use super::*;
+
+fn queue() -> (Registry, WorkQueueMetrics, WorkQueue) {
+    let mut registry = Registry::default();
+    let metrics = WorkQueueMetrics::register(&mut registry);
+    let queue = metrics.queue("sandbox");
+    (registry, metrics, queue)
+}
+
+fn scrape(registry: &Registry) -> String {
+    let mut out = String::new();
+    encode(&mut out, registry).expect("encodes");
+    out
+}
+
+fn sample(out: &str, series: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in:\n{out}"))
+        .parse()
+        .expect("a number")
+}
+
+fn named(namespace: Option<&str>, name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            namespace: namespace.map(str::to_owned),
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    }
+}
+
+const LABELS: &str = "{name=\"sandbox\",controller=\"sandbox\"}";
+
+#[test]
+fn a_key_added_while_waiting_counts_once_and_leaves_the_depth_when_it_starts() {
+    let (registry, _, q) = queue();
+    q.add(Some("ns"), "a");
+    q.add(Some("ns"), "a");
+    q.add(Some("ns"), "b");
+    q.add(Some("other"), "a");
+    let out = scrape(&registry);
+    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 3.0);
+    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 3.0);
+
+    let running = q.start(Some("ns"), "a");
+    let out = scrape(&registry);
+    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 2.0);
+    assert_eq!(
+        sample(
+            &out,
+            &format!("workqueue_queue_duration_seconds_count{LABELS}")
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &out,
+            &format!("workqueue_work_duration_seconds_count{LABELS}")
+        ),
+        0.0
+    );
+    drop(running);
+    let out = scrape(&registry);
+    assert_eq!(
+        sample(
+            &out,
+            &format!("workqueue_work_duration_seconds_count{LABELS}")
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(&out, &format!("workqueue_retries_total{LABELS}")),
+        0.0
+    );
+}
+
+#[test]
+fn a_key_added_while_running_waits_for_its_next_start() {
+    let (registry, _, q) = queue();
+    q.add(None, "a");
+    let running = q.start(None, "a");
+    q.add(None, "a");
+    assert_eq!(q.gauges(Instant::now()).depth, 1);
+    drop(running);
+    assert_eq!(
+        q.gauges(Instant::now()).depth,
+        1,
+        "still waiting after the first run"
+    );
+    let again = q.start(None, "a");
+    assert_eq!(q.gauges(Instant::now()).depth, 0);
+    drop(again);
+    let out = scrape(&registry);
+    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 2.0);
+}
+
+#[test]
+fn a_requeue_kube_runtime_scheduled_counts_as_an_add_when_it_starts() {
+    let (registry, _, q) = queue();
+    let mut first = q.start(None, "a");
+    first.will_retry();
+    drop(first);
+    drop(q.start(None, "a"));
+    let out = scrape(&registry);
+    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 2.0);
+    assert_eq!(
+        sample(&out, &format!("workqueue_retries_total{LABELS}")),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &out,
+            &format!("workqueue_queue_duration_seconds_count{LABELS}")
+        ),
+        0.0,
+        "no wait is known for a requeue"
+    );
+    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 0.0);
+}
+
+#[test]
+fn a_forgotten_key_leaves_the_depth() {
+    let (_, _, q) = queue();
+    q.add(Some("ns"), "gone");
+    q.add(Some("ns"), "kept");
+    q.forget(Some("ns"), "gone");
+    assert_eq!(q.gauges(Instant::now()).depth, 1);
+}
+
+#[test]
+fn owners_of_the_controller_kind_are_added_and_others_are_not() {
+    let (_, _, q) = queue();
+    let owner = |kind: &str, api_version: &str, name: &str| OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        ..OwnerReference::default()
+    };
+    let meta = ObjectMeta {
+        namespace: Some("ns".into()),
+        name: Some("child".into()),
+        owner_references: Some(vec![
+            owner("Deployment", "apps/v1", "web"),
+            owner("Deployment", "apps/v1beta1", "old-api"),
+            owner("ReplicaSet", "apps/v1", "rs"),
+            owner("Deployment", "apps/v1", "second"),
+        ]),
+        ..ObjectMeta::default()
+    };
+    q.add_owners::<Deployment>(&meta);
+    assert_eq!(q.gauges(Instant::now()).depth, 2);
+    drop(q.start(Some("ns"), "web"));
+    drop(q.start(Some("ns"), "second"));
+    assert_eq!(q.gauges(Instant::now()).depth, 0);
+
+    q.add_owners::<Pod>(&meta);
+    q.add_owners::<Deployment>(&ObjectMeta::default());
+    assert_eq!(q.gauges(Instant::now()).depth, 0);
+}
+
+#[test]
+fn running_reconciles_show_in_the_unfinished_and_longest_gauges() {
+    let (_, _, q) = queue();
+    let t0 = Instant::now();
+    let _a = q.start_key("a".into(), t0);
+    let _b = q.start_key("b".into(), t0 + Duration::from_secs(2));
+    let g = q.gauges(t0 + Duration::from_secs(5));
+    assert_eq!(g.longest_running_processor_seconds, 5.0);
+    assert_eq!(g.unfinished_work_seconds, 8.0);
+    drop(_a);
+    let g = q.gauges(t0 + Duration::from_secs(5));
+    assert_eq!(g.longest_running_processor_seconds, 3.0);
+}
+
+#[test]
+fn the_queue_duration_is_the_time_from_the_first_add_to_the_start() {
+    let (registry, _, q) = queue();
+    let t0 = Instant::now();
+    q.add_key("a".into(), t0);
+    q.add_key("a".into(), t0 + Duration::from_millis(900));
+    let _running = q.start_key("a".into(), t0 + Duration::from_millis(20));
+    let out = scrape(&registry);
+    // 20 ms falls in the 0.1 s bucket and not the 0.01 s one.
+    assert_eq!(
+        sample(
+            &out,
+            "workqueue_queue_duration_seconds_bucket{le=\"0.01\",name=\"sandbox\",controller=\"sandbox\"}"
+        ),
+        0.0
+    );
+    assert_eq!(
+        sample(
+            &out,
+            "workqueue_queue_duration_seconds_bucket{le=\"0.1\",name=\"sandbox\",controller=\"sandbox\"}"
+        ),
+        1.0
+    );
+}
+
+#[test]
+fn each_controller_has_its_own_series_and_asking_again_gives_the_same_queue() {
+    let (registry, metrics, q) = queue();
+    let claims = metrics.queue("sandboxclaim");
+    claims.add(Some("ns"), "c");
+    q.add(Some("ns"), "s");
+    metrics.queue("sandboxclaim").add(Some("ns"), "c2");
+    let out = scrape(&registry);
+    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 1.0);
+    assert_eq!(
+        sample(
+            &out,
+            "workqueue_depth{name=\"sandboxclaim\",controller=\"sandboxclaim\"}"
+        ),
+        2.0
+    );
+}
+
+#[tokio::test]
+async fn a_tracked_reconcile_runs_while_its_future_runs_and_a_failure_counts_as_a_retry() {
+    let (registry, _, q) = queue();
+    q.add(Some("ns"), "a");
+    let (release, hold) = tokio::sync::oneshot::channel::<()>();
+    let work = q.track(&named(Some("ns"), "a"), async move {
+        hold.await.expect("released");
+        Err::<(), &str>("failed")
+    });
+    let task = tokio::spawn(work);
+    assert_eq!(
+        q.gauges(Instant::now()).depth,
+        0,
+        "started when handed over"
+    );
+    assert!(lock(&q.shared.state).running.contains_key("ns/a"));
+    release.send(()).expect("task waits");
+    assert_eq!(task.await.expect("joins"), Err("failed"));
+    assert!(lock(&q.shared.state).running.is_empty());
+    let out = scrape(&registry);
+    assert_eq!(
+        sample(&out, &format!("workqueue_retries_total{LABELS}")),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &out,
+            &format!("workqueue_work_duration_seconds_count{LABELS}")
+        ),
+        1.0
+    );
+
+    q.track(&named(None, "b"), async { Ok::<(), &str>(()) })
+        .await
+        .expect("ok");
+    let out = scrape(&registry);
+    assert_eq!(
+        sample(&out, &format!("workqueue_retries_total{LABELS}")),
+        1.0
+    );
+}
