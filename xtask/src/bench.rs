@@ -34,6 +34,7 @@ pub mod error;
 pub mod optimized_client;
 pub mod proc_stats;
 pub mod prom;
+pub mod queue_depth;
 pub mod repeat;
 pub mod report;
 pub mod scenario;

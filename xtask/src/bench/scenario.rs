@@ -18,6 +18,7 @@ use super::cluster::{Binaries, ControllerKind, ControllerOptions, DevclusterOpti
 use super::counters;
 use super::error::BenchError;
 use super::proc_stats::{CpuMeter, Machine, rss_mib};
+use super::queue_depth::DepthSampler;
 use super::report::ScenarioReport;
 use super::stats::{self, round};
 use super::svg::{self, Series};
@@ -371,11 +372,26 @@ fn record_rss(stack: &Stack, report: &mut ScenarioReport) {
     }
 }
 
-/// CPU meters for every process of the scenario, started now: the controllers (reported in
-/// `cpu_cores`), devcluster and the benchmark client itself (reported in
-/// `details.cpu_cores_other`, to show whether the server or the load generator was the limit).
-fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> Vec<(&'static str, bool, CpuMeter)> {
-    let mut meters: Vec<(&'static str, bool, CpuMeter)> = stack
+/// What a load phase measures from its start: CPU meters for every process (the controllers,
+/// reported in `cpu_cores`; devcluster and the benchmark client itself, in
+/// `details.cpu_cores_other`, to show whether the server or the load generator was the limit)
+/// and, in the claim scenarios, the controllers' work-queue depths
+/// (`details.workqueue_depth_max`; not where idle CPU is measured, since each sample is a scrape).
+struct LoadMeters {
+    cpu: Vec<(&'static str, bool, CpuMeter)>,
+    depth: Option<DepthSampler>,
+}
+
+/// [`cpu_meters`] and the work-queue depth sampler.
+fn load_meters(stack: &Stack, ctx: &Ctx<'_>) -> LoadMeters {
+    LoadMeters {
+        depth: Some(DepthSampler::start(stack)),
+        ..cpu_meters(stack, ctx)
+    }
+}
+
+fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> LoadMeters {
+    let mut cpu: Vec<(&'static str, bool, CpuMeter)> = stack
         .controllers
         .iter()
         .map(|c| {
@@ -386,22 +402,22 @@ fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> Vec<(&'static str, bool, CpuMeter
             )
         })
         .collect();
-    meters.push((
+    cpu.push((
         "devcluster",
         false,
         CpuMeter::start(stack.devcluster_pid, ctx.ticks_per_second),
     ));
-    meters.push((
+    cpu.push((
         "bench-client",
         false,
         CpuMeter::start(std::process::id(), ctx.ticks_per_second),
     ));
-    meters
+    LoadMeters { cpu, depth: None }
 }
 
-fn record_cpu(meters: &[(&'static str, bool, CpuMeter)], report: &mut ScenarioReport) {
+fn record_cpu(meters: &LoadMeters, report: &mut ScenarioReport) {
     let mut other = std::collections::BTreeMap::new();
-    for (name, is_controller, meter) in meters {
+    for (name, is_controller, meter) in &meters.cpu {
         if let Some(cores) = meter.cores() {
             if *is_controller {
                 report.cpu_cores.insert((*name).into(), round(cores, 3));
@@ -411,6 +427,9 @@ fn record_cpu(meters: &[(&'static str, bool, CpuMeter)], report: &mut ScenarioRe
         }
     }
     report.detail("cpu_cores_other", other);
+    if let Some(depth) = &meters.depth {
+        report.detail("workqueue_depth_max", depth.finish());
+    }
 }
 
 /// Waits until the controllers have sent no write for `quiet` (devcluster counters), at most

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Ctx, bar, claim_figures, claim_samples, counters, cpu_meters, record_cpu,
+    Ctx, bar, claim_figures, claim_samples, counters, load_meters, record_cpu,
     reference_gate_metric, requests_chart, warm_pools,
 };
 use crate::bench::cluster::Stack;
@@ -68,7 +68,7 @@ async fn open_loop(
     let pool = pools[0].clone();
     let watch = ReadyWatch::start(&stack.client, Kind::Claim).await?;
     let before = counters::snapshot(stack).await?;
-    let meters = cpu_meters(stack, ctx);
+    let meters = load_meters(stack, ctx);
     let load_start = now_s();
     let progress = bar(name, "claims Ready", n as u64);
     let client = stack.client.clone();
@@ -139,7 +139,7 @@ pub async fn saturate(
     );
     let watch = Arc::new(ReadyWatch::start(&stack.client, Kind::Claim).await?);
     let before = counters::snapshot(stack).await?;
-    let meters = cpu_meters(stack, ctx);
+    let meters = load_meters(stack, ctx);
     let load_start = now_s();
     let window = Duration::from_secs_f64(sizes.saturate_seconds);
     let progress = bar("saturate", "claims Ready (closed loop)", 0);

@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use rand::{Rng, SeedableRng};
 
-use super::{Ctx, bar, claim_figures, claim_samples, counters, cpu_meters, record_cpu, warm_pools};
+use super::{
+    Ctx, bar, claim_figures, claim_samples, counters, load_meters, record_cpu, warm_pools,
+};
 use crate::bench::cluster::Stack;
 use crate::bench::error::BenchError;
 use crate::bench::report::ScenarioReport;
@@ -160,7 +162,7 @@ pub async fn sustained(
     let n = arrivals.len();
     let watch = Arc::new(ReadyWatch::start(&stack.client, Kind::Claim).await?);
     let before = counters::snapshot(stack).await?;
-    let meters = cpu_meters(stack, ctx);
+    let meters = load_meters(stack, ctx);
     let load_start = now_s();
     let start = Instant::now();
     let progress = bar("sustained", "claims Ready", n as u64);
