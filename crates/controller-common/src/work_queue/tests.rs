@@ -41,6 +41,11 @@ fn named(namespace: Option<&str>, name: &str) -> Pod {
 
 const LABELS: &str = "{name=\"sandbox\",controller=\"sandbox\"}";
 
+/// The value of `family`'s series of the `sandbox` queue.
+fn value(out: &str, family: &str) -> f64 {
+    sample(out, &format!("{family}{LABELS}"))
+}
+
 #[test]
 fn a_key_added_while_waiting_counts_once_and_leaves_the_depth_when_it_starts() {
     let (registry, _, q) = queue();
@@ -49,39 +54,18 @@ fn a_key_added_while_waiting_counts_once_and_leaves_the_depth_when_it_starts() {
     q.add(Some("ns"), "b");
     q.add(Some("other"), "a");
     let out = scrape(&registry);
-    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 3.0);
-    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 3.0);
+    assert_eq!(value(&out, "workqueue_depth"), 3.0);
+    assert_eq!(value(&out, "workqueue_adds_total"), 3.0);
 
     let running = q.start(Some("ns"), "a");
     let out = scrape(&registry);
-    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 2.0);
-    assert_eq!(
-        sample(
-            &out,
-            &format!("workqueue_queue_duration_seconds_count{LABELS}")
-        ),
-        1.0
-    );
-    assert_eq!(
-        sample(
-            &out,
-            &format!("workqueue_work_duration_seconds_count{LABELS}")
-        ),
-        0.0
-    );
+    assert_eq!(value(&out, "workqueue_depth"), 2.0);
+    assert_eq!(value(&out, "workqueue_queue_duration_seconds_count"), 1.0);
+    assert_eq!(value(&out, "workqueue_work_duration_seconds_count"), 0.0);
     drop(running);
     let out = scrape(&registry);
-    assert_eq!(
-        sample(
-            &out,
-            &format!("workqueue_work_duration_seconds_count{LABELS}")
-        ),
-        1.0
-    );
-    assert_eq!(
-        sample(&out, &format!("workqueue_retries_total{LABELS}")),
-        0.0
-    );
+    assert_eq!(value(&out, "workqueue_work_duration_seconds_count"), 1.0);
+    assert_eq!(value(&out, "workqueue_retries_total"), 0.0);
 }
 
 #[test]
@@ -101,7 +85,7 @@ fn a_key_added_while_running_waits_for_its_next_start() {
     assert_eq!(q.gauges(Instant::now()).depth, 0);
     drop(again);
     let out = scrape(&registry);
-    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 2.0);
+    assert_eq!(value(&out, "workqueue_adds_total"), 2.0);
 }
 
 #[test]
@@ -112,20 +96,14 @@ fn a_requeue_kube_runtime_scheduled_counts_as_an_add_when_it_starts() {
     drop(first);
     drop(q.start(None, "a"));
     let out = scrape(&registry);
-    assert_eq!(sample(&out, &format!("workqueue_adds_total{LABELS}")), 2.0);
+    assert_eq!(value(&out, "workqueue_adds_total"), 2.0);
+    assert_eq!(value(&out, "workqueue_retries_total"), 1.0);
     assert_eq!(
-        sample(&out, &format!("workqueue_retries_total{LABELS}")),
-        1.0
-    );
-    assert_eq!(
-        sample(
-            &out,
-            &format!("workqueue_queue_duration_seconds_count{LABELS}")
-        ),
+        value(&out, "workqueue_queue_duration_seconds_count"),
         0.0,
         "no wait is known for a requeue"
     );
-    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 0.0);
+    assert_eq!(value(&out, "workqueue_depth"), 0.0);
 }
 
 #[test]
@@ -216,7 +194,7 @@ fn each_controller_has_its_own_series_and_asking_again_gives_the_same_queue() {
     q.add(Some("ns"), "s");
     metrics.queue("sandboxclaim").add(Some("ns"), "c2");
     let out = scrape(&registry);
-    assert_eq!(sample(&out, &format!("workqueue_depth{LABELS}")), 1.0);
+    assert_eq!(value(&out, "workqueue_depth"), 1.0);
     assert_eq!(
         sample(
             &out,
@@ -246,24 +224,12 @@ async fn a_tracked_reconcile_runs_while_its_future_runs_and_a_failure_counts_as_
     assert_eq!(task.await.expect("joins"), Err("failed"));
     assert!(lock(&q.shared.state).running.is_empty());
     let out = scrape(&registry);
-    assert_eq!(
-        sample(&out, &format!("workqueue_retries_total{LABELS}")),
-        1.0
-    );
-    assert_eq!(
-        sample(
-            &out,
-            &format!("workqueue_work_duration_seconds_count{LABELS}")
-        ),
-        1.0
-    );
+    assert_eq!(value(&out, "workqueue_retries_total"), 1.0);
+    assert_eq!(value(&out, "workqueue_work_duration_seconds_count"), 1.0);
 
     q.track(&named(None, "b"), async { Ok::<(), &str>(()) })
         .await
         .expect("ok");
     let out = scrape(&registry);
-    assert_eq!(
-        sample(&out, &format!("workqueue_retries_total{LABELS}")),
-        1.0
-    );
+    assert_eq!(value(&out, "workqueue_retries_total"), 1.0);
 }
