@@ -40,14 +40,14 @@ pub fn spawn(state: SharedState, shutdown: CancellationToken) -> tokio::task::Jo
                 msg = rx.recv() => match msg {
                     Ok(e) => {
                         if e.event_type == EventType::Deleted
-                            && let Some(uid) = meta::meta_str(&e.object, "uid")
+                            && let Some(uid) = meta::meta_str(&e.object(), "uid")
                         {
                             deleted_uids.push(uid.to_string());
                         }
                         // Drain what is already queued.
                         while let Ok(e) = rx.try_recv() {
                             if e.event_type == EventType::Deleted
-                                && let Some(uid) = meta::meta_str(&e.object, "uid")
+                                && let Some(uid) = meta::meta_str(&e.object(), "uid")
                             {
                                 deleted_uids.push(uid.to_string());
                             }

@@ -136,7 +136,7 @@ pub fn object_response(
         return json_response(code, &present(obj, req));
     }
     let body = match event {
-        Some(e) if Arc::ptr_eq(&e.object, obj) => e.encoded(),
+        Some(e) if e.holds(obj) => e.encoded(),
         _ => bytes::Bytes::from(serde_json::to_vec(&**obj).unwrap_or_default()),
     };
     crate::server::json_bytes_response(code, body)

@@ -6,14 +6,19 @@
 //! the lock is held only to look an object up and to commit, and a commit happens only onto the
 //! version the computation started from.
 //!
-//! Objects are kept as `Arc<Value>` in a `BTreeMap` per resource, keyed by (namespace, name), so
-//! lookups are O(log n) and lists come out sorted like a real server's.
+//! Objects are kept as shared [`Version`]s in a `BTreeMap` per resource, keyed by (namespace,
+//! name), so lookups are O(log n) and lists come out sorted like a real server's. A version is a
+//! `serde_json::Value` tree while it is among the newest [`FRAMES_KEPT`] events' objects and its
+//! JSON after that (see [`version`]); readers get an `Arc<Value>` either way.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
+
+mod version;
+use version::Version;
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,9 +44,10 @@ pub struct Event {
     pub rv: u64,
     pub group_resource: Arc<str>,
     pub event_type: EventType,
-    pub object: Arc<Value>,
+    /// The object as this change left it.
+    object: Arc<Version>,
     /// The object before this change (for watchers with selectors).
-    pub previous: Option<Arc<Value>>,
+    previous: Option<Arc<Version>>,
     /// The watch frame of this event (`{"type":…,"object":…}` and a newline) with the object
     /// as stored, built once by whoever needs it first. Every watcher that sends the object as
     /// stored shares it, and the write's response shares the object's JSON inside it.
@@ -49,7 +55,8 @@ pub struct Event {
 }
 
 /// An event's frame while it is fresh: kept until [`FRAMES_KEPT`] newer events exist, after
-/// which the history holds only the object (a watch that far behind serializes it again).
+/// which the history holds only the object's JSON (in its [`Version`]), and a watch that far
+/// behind has its frame copied from that.
 #[derive(Debug, Default)]
 enum FrameCache {
     #[default]
@@ -58,13 +65,18 @@ enum FrameCache {
     Released,
 }
 
-/// How many of the newest events keep their frame (at a few thousand writes a second, the
-/// last second or so: live watchers send an event within milliseconds).
+/// How many of the newest events keep their frame and their object's tree (at a few thousand
+/// writes a second, the last second or so: live watchers send an event within milliseconds,
+/// and writers patch the objects they just wrote). Older versions are kept as JSON.
 pub const FRAMES_KEPT: usize = 4096;
 
 /// Bytes of a frame before the object: `{"type":"<TYPE>","object":`.
-fn frame_prefix(frame_type: EventType) -> String {
-    format!("{{\"type\":\"{}\",\"object\":", frame_type.as_str())
+fn frame_prefix(frame_type: EventType) -> &'static str {
+    match frame_type {
+        EventType::Added => "{\"type\":\"ADDED\",\"object\":",
+        EventType::Modified => "{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Deleted => "{\"type\":\"DELETED\",\"object\":",
+    }
 }
 
 /// Bytes of a frame after the object.
@@ -75,8 +87,8 @@ impl Event {
         rv: u64,
         group_resource: Arc<str>,
         event_type: EventType,
-        object: Arc<Value>,
-        previous: Option<Arc<Value>>,
+        object: Arc<Version>,
+        previous: Option<Arc<Version>>,
     ) -> Self {
         Event {
             rv,
@@ -88,10 +100,30 @@ impl Event {
         }
     }
 
-    fn build_frame(&self) -> bytes::Bytes {
-        let mut out = frame_prefix(self.event_type).into_bytes();
-        // Serializing a Value into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut out, &*self.object);
+    /// The object as this change left it (parsed again from its JSON when the event is old).
+    pub fn object(&self) -> Arc<Value> {
+        self.object.tree()
+    }
+
+    /// The object before this change, if there was one.
+    pub fn previous(&self) -> Option<Arc<Value>> {
+        self.previous.as_ref().map(|p| p.tree())
+    }
+
+    /// Whether `obj` is this event's object (the same allocation, not an equal copy).
+    pub fn holds(&self, obj: &Arc<Value>) -> bool {
+        self.object.holds(obj)
+    }
+
+    fn build_frame(&self, frame_type: EventType) -> bytes::Bytes {
+        let mut out = frame_prefix(frame_type).as_bytes().to_vec();
+        match self.object.encoded() {
+            Some(json) => out.extend_from_slice(&json),
+            // Serializing a Value into a Vec cannot fail.
+            None => {
+                let _ = serde_json::to_writer(&mut out, &*self.object.tree());
+            }
+        }
         out.extend_from_slice(FRAME_SUFFIX);
         bytes::Bytes::from(out)
     }
@@ -102,19 +134,36 @@ impl Event {
             FrameCache::Built(frame) => frame.clone(),
             FrameCache::Released => {
                 drop(cache);
-                self.build_frame()
+                self.build_frame(self.event_type)
             }
             FrameCache::Empty => {
-                let frame = self.build_frame();
+                let frame = self.build_frame(self.event_type);
                 *cache = FrameCache::Built(frame.clone());
                 frame
             }
         }
     }
 
-    /// Frees the kept frame; later requests for it serialize the object again.
-    fn release_frame(&self) {
-        *self.frame.lock().unwrap_or_else(|e| e.into_inner()) = FrameCache::Released;
+    /// The object's JSON inside a frame of this event's type.
+    fn body_of(&self, frame: &bytes::Bytes) -> bytes::Bytes {
+        let start = frame_prefix(self.event_type).len();
+        let end = frame.len().saturating_sub(FRAME_SUFFIX.len()).max(start);
+        frame.slice(start..end)
+    }
+
+    /// Frees the kept frame and keeps the object as JSON (the frame's, when it was built);
+    /// returns the object's tree so that the caller frees it outside the store lock. Later
+    /// requests for the frame copy the JSON.
+    fn release(&self) -> Option<Arc<Value>> {
+        let cache = std::mem::replace(
+            &mut *self.frame.lock().unwrap_or_else(|e| e.into_inner()),
+            FrameCache::Released,
+        );
+        let json = match cache {
+            FrameCache::Built(frame) => self.body_of(&frame),
+            FrameCache::Empty | FrameCache::Released => version::encode(&*self.object.kept_tree()?),
+        };
+        self.object.encode_with(json)
     }
 
     /// Whether the frame is kept (for tests).
@@ -126,12 +175,22 @@ impl Event {
         )
     }
 
+    /// Whether the object is kept as JSON only (for tests).
+    #[cfg(test)]
+    fn object_is_encoded(&self) -> bool {
+        self.object.is_encoded()
+    }
+
     /// The object as JSON (the stored form): a view into the event's frame, serialized once.
     pub fn encoded(&self) -> bytes::Bytes {
+        if let FrameCache::Built(frame) = &*self.frame.lock().unwrap_or_else(|e| e.into_inner()) {
+            return self.body_of(frame);
+        }
+        if let Some(json) = self.object.encoded() {
+            return json;
+        }
         let frame = self.own_frame();
-        let start = frame_prefix(self.event_type).len();
-        let end = frame.len().saturating_sub(FRAME_SUFFIX.len()).max(start);
-        frame.slice(start..end)
+        self.body_of(&frame)
     }
 
     /// The watch frame (`{"type":…,"object":…}` and a newline) of this event's object as
@@ -143,7 +202,7 @@ impl Event {
             return self.own_frame();
         }
         let body = self.encoded();
-        let mut out = frame_prefix(frame_type).into_bytes();
+        let mut out = frame_prefix(frame_type).as_bytes().to_vec();
         out.extend_from_slice(&body);
         out.extend_from_slice(FRAME_SUFFIX);
         bytes::Bytes::from(out)
@@ -209,7 +268,9 @@ pub enum WatchStart {
 
 struct Inner {
     rv: u64,
-    objects: HashMap<String, BTreeMap<(String, String), Arc<Value>>>,
+    objects: HashMap<String, BTreeMap<(String, String), Arc<Version>>>,
+    /// The name of each resource that has had a write, shared by its events.
+    resource_names: HashMap<String, Arc<str>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
     /// Events with rv <= this are gone from the history.
@@ -224,6 +285,9 @@ struct Inner {
     /// Events just dropped from the history: freed after the lock is released, since freeing
     /// an object is as costly as copying it.
     evicted: Vec<Arc<Event>>,
+    /// Events that just became older than the newest [`FRAMES_KEPT`]: their frames are dropped
+    /// and their objects kept as JSON after the lock is released.
+    aged: Vec<Arc<Event>>,
     /// Terminating objects whose deletion the garbage collector finishes ([`gc_finishes`]).
     terminating: BTreeSet<ObjectKey>,
     /// One channel per resource for its watchers, so that a write wakes only the watchers of
@@ -244,6 +308,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 rv: 1,
                 objects: HashMap::new(),
+                resource_names: HashMap::new(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 compacted_rv: 1,
@@ -251,6 +316,7 @@ impl Store {
                 uids: HashMap::new(),
                 missing_owners: BTreeSet::new(),
                 evicted: Vec::new(),
+                aged: Vec::new(),
                 terminating: BTreeSet::new(),
                 resource_channels: HashMap::new(),
                 watch_buffer: watch_buffer.max(16),
@@ -268,19 +334,18 @@ impl Store {
     }
 
     pub fn get(&self, group_resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
-        let inner = self.lock();
-        inner
-            .objects
-            .get(group_resource)?
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+        let version = lookup(&self.lock(), group_resource, namespace, name)?;
+        Some(version.tree())
     }
 
     /// Objects of a resource (in one namespace, or all when `None`), sorted by namespace and
     /// name, with the current resourceVersion.
     pub fn list(&self, group_resource: &str, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {
         let inner = self.lock();
-        (list_locked(&inner, group_resource, namespace), inner.rv)
+        let versions = list_locked(&inner, group_resource, namespace);
+        let rv = inner.rv;
+        drop(inner);
+        (trees(versions), rv)
     }
 
     /// Waits until the store has reached resourceVersion `rv`, for at most `within`; whether it
@@ -326,7 +391,12 @@ impl Store {
             .or_insert_with(|| broadcast::channel(capacity).0)
             .subscribe();
         let start = match from_rv {
-            None => WatchStart::Replay(list_locked(&inner, group_resource, namespace), inner.rv),
+            None => {
+                let versions = list_locked(&inner, group_resource, namespace);
+                let rv = inner.rv;
+                drop(inner);
+                return (WatchStart::Replay(trees(versions), rv), rx);
+            }
             Some(rv) if rv < inner.compacted_rv => WatchStart::Expired {
                 oldest: inner.compacted_rv,
             },
@@ -370,9 +440,9 @@ impl Store {
         f: impl FnOnce(Option<&Arc<Value>>, u64) -> Result<WriteOp, E>,
     ) -> Result<Committed, E> {
         let inner = self.lock();
-        let current = lookup(&inner, group_resource, namespace, name);
+        let current = lookup(&inner, group_resource, namespace, name).map(Current::of);
         let next_rv = inner.rv + 1;
-        let op = f(current.as_ref(), next_rv)?;
+        let op = f(current.as_ref().map(|c| &c.tree), next_rv)?;
         Ok(self.commit_and_unlock(inner, group_resource, namespace, name, current, op))
     }
 
@@ -390,13 +460,15 @@ impl Store {
         mut f: impl FnMut(Option<&Arc<Value>>) -> Result<WriteOp, E>,
     ) -> Result<Committed, E> {
         loop {
-            let seen = self.get(group_resource, namespace, name);
-            let op = f(seen.as_ref())?;
+            let seen = lookup(&self.lock(), group_resource, namespace, name);
+            // Parsed (if kept as JSON) outside the lock.
+            let seen = seen.map(Current::of);
+            let op = f(seen.as_ref().map(|c| &c.tree))?;
             let inner = self.lock();
             let current = lookup(&inner, group_resource, namespace, name);
             let still = match (&seen, &current) {
                 (None, None) => true,
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (Some(a), Some(b)) => Arc::ptr_eq(&a.version, b),
                 _ => false,
             };
             if still {
@@ -405,7 +477,7 @@ impl Store {
                     group_resource,
                     namespace,
                     name,
-                    current,
+                    seen,
                     op,
                 ));
             }
@@ -420,13 +492,15 @@ impl Store {
         group_resource: &str,
         namespace: &str,
         name: &str,
-        current: Option<Arc<Value>>,
+        current: Option<Current>,
         op: WriteOp,
     ) -> Committed {
         let committed = self.commit(&mut inner, group_resource, namespace, name, current, op);
         let evicted = std::mem::take(&mut inner.evicted);
+        let aged = std::mem::take(&mut inner.aged);
         drop(inner);
         drop(evicted);
+        settle(aged);
         committed
     }
 
@@ -437,11 +511,11 @@ impl Store {
         group_resource: &str,
         namespace: &str,
         name: &str,
-        current: Option<Arc<Value>>,
+        current: Option<Current>,
         op: WriteOp,
     ) -> Committed {
-        let unchanged = |current| Committed {
-            outcome: WriteOutcome::Unchanged(current),
+        let unchanged = |current: Option<Current>| Committed {
+            outcome: WriteOutcome::Unchanged(current.map(|c| c.tree)),
             event: None,
         };
         let next_rv = inner.rv + 1;
@@ -455,7 +529,7 @@ impl Store {
             WriteOp::Unchanged => unchanged(current),
             WriteOp::Put(mut obj) => {
                 if let Some(cur) = &current
-                    && same_object(cur, &obj)
+                    && same_object(&cur.tree, &obj)
                 {
                     return unchanged(current);
                 }
@@ -463,27 +537,29 @@ impl Store {
                 set_rv(&mut obj, next_rv);
                 let obj = Arc::new(obj);
                 if let Some(cur) = &current {
-                    unindex(inner, &okey, cur);
+                    unindex(inner, &okey, &cur.tree);
                 }
                 index(inner, &okey, &obj);
+                let version = Arc::new(Version::new(obj.clone()));
                 inner
                     .objects
                     .entry(group_resource.to_string())
                     .or_default()
-                    .insert(key, obj.clone());
+                    .insert(key, version.clone());
                 let event_type = if current.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
+                let existed = current.is_some();
                 let event = self.emit(
                     inner,
                     group_resource,
                     event_type,
-                    obj.clone(),
-                    current.clone(),
+                    version,
+                    current.map(|c| c.version),
                 );
-                let outcome = if current.is_some() {
+                let outcome = if existed {
                     WriteOutcome::Updated(obj)
                 } else {
                     WriteOutcome::Created(obj)
@@ -500,11 +576,11 @@ impl Store {
                 inner.rv = next_rv;
                 let mut last = match op {
                     WriteOp::DeleteWith(last) => last,
-                    _ => (*cur).clone(),
+                    _ => (*cur.tree).clone(),
                 };
                 set_rv(&mut last, next_rv);
                 let last = Arc::new(last);
-                unindex(inner, &okey, &cur);
+                unindex(inner, &okey, &cur.tree);
                 if let Some(m) = inner.objects.get_mut(group_resource) {
                     m.remove(&key);
                 }
@@ -512,8 +588,8 @@ impl Store {
                     inner,
                     group_resource,
                     EventType::Deleted,
-                    last.clone(),
-                    Some(cur.clone()),
+                    Arc::new(Version::new(last.clone())),
+                    Some(cur.version),
                 );
                 Committed {
                     outcome: WriteOutcome::Deleted(last),
@@ -528,24 +604,31 @@ impl Store {
         inner: &mut Inner,
         group_resource: &str,
         event_type: EventType,
-        obj: Arc<Value>,
-        previous: Option<Arc<Value>>,
+        obj: Arc<Version>,
+        previous: Option<Arc<Version>>,
     ) -> Arc<Event> {
-        let event = Arc::new(Event::new(
-            inner.rv,
-            Arc::from(group_resource),
-            event_type,
-            obj,
-            previous,
-        ));
+        let name = match inner.resource_names.get(group_resource) {
+            Some(name) => name.clone(),
+            None => {
+                let name: Arc<str> = Arc::from(group_resource);
+                inner
+                    .resource_names
+                    .insert(group_resource.to_string(), name.clone());
+                name
+            }
+        };
+        let event = Arc::new(Event::new(inner.rv, name, event_type, obj, previous));
         inner.history.push_back(event.clone());
+        // With a history shorter than FRAMES_KEPT, an event ages as it leaves the history.
+        let kept = FRAMES_KEPT.min(inner.history_limit);
         if let Some(older) = inner
             .history
             .len()
-            .checked_sub(FRAMES_KEPT + 1)
+            .checked_sub(kept + 1)
             .and_then(|i| inner.history.get(i))
+            .cloned()
         {
-            older.release_frame();
+            inner.aged.push(older);
         }
         while inner.history.len() > inner.history_limit {
             if let Some(old) = inner.history.pop_front() {
@@ -564,8 +647,12 @@ impl Store {
     /// Drop the whole event history: every watch from an older resourceVersion gets 410.
     pub fn compact(&self) {
         let mut inner = self.lock();
-        inner.history.clear();
+        let history = std::mem::take(&mut inner.history);
         inner.compacted_rv = inner.rv;
+        drop(inner);
+        // The versions the dropped events wrote that are still stored are kept as JSON, as
+        // they would have been had the events aged in the history.
+        settle(history.into_iter().rev().take(FRAMES_KEPT).collect());
     }
 
     /// Objects whose ownerReferences name `owner_uid`.
@@ -621,16 +708,17 @@ impl Store {
     /// `orphan` or `foregroundDeletion` finalizer, namespaces, CRDs being cleaned up.
     pub fn terminating_objects(&self) -> Vec<(ObjectKey, Arc<Value>)> {
         let inner = self.lock();
-        inner
+        let versions: Vec<(ObjectKey, Arc<Version>)> = inner
             .terminating
             .iter()
             .filter_map(|k| {
-                inner
-                    .objects
-                    .get(&k.group_resource)
-                    .and_then(|m| m.get(&(k.namespace.clone(), k.name.clone())))
-                    .map(|o| (k.clone(), o.clone()))
+                lookup(&inner, &k.group_resource, &k.namespace, &k.name).map(|o| (k.clone(), o))
             })
+            .collect();
+        drop(inner);
+        versions
+            .into_iter()
+            .map(|(k, version)| (k, version.tree()))
             .collect()
     }
 
@@ -648,7 +736,27 @@ impl Store {
     }
 }
 
-fn lookup(inner: &Inner, group_resource: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
+/// The stored version of an object with its tree, as a write found it.
+struct Current {
+    version: Arc<Version>,
+    tree: Arc<Value>,
+}
+
+impl Current {
+    fn of(version: Arc<Version>) -> Self {
+        Current {
+            tree: version.tree(),
+            version,
+        }
+    }
+}
+
+fn lookup(
+    inner: &Inner,
+    group_resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<Arc<Version>> {
     inner
         .objects
         .get(group_resource)?
@@ -656,7 +764,20 @@ fn lookup(inner: &Inner, group_resource: &str, namespace: &str, name: &str) -> O
         .cloned()
 }
 
-fn list_locked(inner: &Inner, group_resource: &str, namespace: Option<&str>) -> Vec<Arc<Value>> {
+/// The objects of stored versions (those kept as JSON parsed again), outside the store lock.
+fn trees(versions: Vec<Arc<Version>>) -> Vec<Arc<Value>> {
+    versions.iter().map(|v| v.tree()).collect()
+}
+
+/// Drops the frames of events that aged out of the newest [`FRAMES_KEPT`] and keeps their
+/// objects as JSON; the trees are freed here, outside the store lock.
+fn settle(aged: Vec<Arc<Event>>) {
+    for event in aged {
+        drop(event.release());
+    }
+}
+
+fn list_locked(inner: &Inner, group_resource: &str, namespace: Option<&str>) -> Vec<Arc<Version>> {
     let Some(m) = inner.objects.get(group_resource) else {
         return Vec::new();
     };
@@ -759,5 +880,7 @@ fn unindex(inner: &mut Inner, key: &ObjectKey, obj: &Value) {
     inner.terminating.remove(key);
 }
 
+#[cfg(test)]
+mod aging_tests;
 #[cfg(test)]
 mod tests;

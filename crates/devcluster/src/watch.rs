@@ -115,6 +115,18 @@ impl Watcher {
         Some(frame(frame_type.as_str(), &o))
     }
 
+    /// [`Watcher::frame_for`] a stored event (the object before it is looked at only by
+    /// watchers with selectors).
+    fn frame_for_event(&mut self, e: &Event) -> Option<Bytes> {
+        let obj = e.object();
+        let previous = if self.has_selectors {
+            e.previous()
+        } else {
+            None
+        };
+        self.frame_for(e.event_type, &obj, previous.as_deref(), Some(e))
+    }
+
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let mut metadata = json!({"resourceVersion": rv.to_string()});
         if initial_end {
@@ -237,7 +249,7 @@ async fn deliver(w: &mut Watcher, e: &Event, group_resource: &str, from_rv: u64)
     if &*e.group_resource != group_resource || e.rv <= from_rv {
         return Delivery::Done;
     }
-    if let Some(f) = w.frame_for(e.event_type, &e.object, e.previous.as_deref(), Some(e))
+    if let Some(f) = w.frame_for_event(e)
         && !w.send(f).await
     {
         return Delivery::Gone;
@@ -278,8 +290,7 @@ async fn run(
             progress_rv = s.from_rv;
             for e in events {
                 progress_rv = e.rv;
-                if let Some(f) =
-                    w.frame_for(e.event_type, &e.object, e.previous.as_deref(), Some(&e))
+                if let Some(f) = w.frame_for_event(&e)
                     && !w.send(f).await
                 {
                     return;

@@ -75,7 +75,7 @@ fn concurrent_optimistic_writers_lose_no_update() {
     };
     let values: Vec<u64> = events
         .iter()
-        .map(|e| e.object["data"]["n"].as_u64().unwrap())
+        .map(|e| e.object()["data"]["n"].as_u64().unwrap())
         .collect();
     assert_eq!(values, (1..=threads * each).collect::<Vec<_>>());
 }
@@ -138,7 +138,7 @@ fn a_committed_event_encodes_the_stored_object_once_for_everyone() {
         .unwrap();
     let event = committed.event.expect("a create emits an event");
     let stored = committed.outcome.object().unwrap().clone();
-    assert!(Arc::ptr_eq(&event.object, &stored));
+    assert!(event.holds(&stored));
     let body = event.encoded();
     let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(
