@@ -77,6 +77,7 @@ pub mod client;
 pub mod error;
 pub mod events;
 pub mod first_seen;
+pub mod json_text;
 pub mod leader_election;
 pub mod lean;
 pub mod metrics;

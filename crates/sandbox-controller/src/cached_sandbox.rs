@@ -4,8 +4,15 @@
 //! Like [`crate::cached_pod`], it is deserialized straight from the watch: the Pod template's
 //! spec (images, commands, env, probes, ...) is skipped by the parser instead of being allocated
 //! and dropped. Of the template's containers only the ports are kept, and only when the Sandbox
-//! asks for a Service (its ports come from them). Creating a Pod reads the whole Sandbox from
-//! the API server first (`reconcile::pod_step`).
+//! asks for a Service (its ports come from them).
+//!
+//! The one exception: a Sandbox that no pass has written a status for yet (a new one, whose
+//! Pod is still to be created) also keeps its template's spec as the watch delivered it
+//! ([`CachedPodTemplate::pending_spec`], as JSON text), so that the Pod is created from
+//! the object the pass reconciles without reading the Sandbox again. The first status write
+//! (Ready, or progress held past its window) drops it, so at rest no Sandbox holds one.
+//! Without it (a Pod deleted later, a resume from suspend) the create reads the whole Sandbox
+//! from the API server first (`reconcile::pod_step`).
 //!
 //! A reconcile works on [`CachedSandbox::to_sandbox`]; the controller never writes the cached
 //! object back (status and annotation writes are patches of the fields they change).
@@ -16,12 +23,13 @@ use api_types::{
     OperatingMode, PersistentVolumeClaimTemplate, PodMetadata, PodTemplate, Sandbox,
     SandboxBlueprint, SandboxSpec, SandboxStatus, ShutdownPolicy,
 };
+use controller_common::json_text::JsonText;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// kubectl's copy of the whole applied object (a second, unparsed copy of the spec).
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -56,12 +64,54 @@ pub struct CachedSandboxSpec {
 
 /// The template's labels and annotations (propagated to the Pod on every pass) and, of its
 /// spec, what the Service's ports are computed from.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct CachedPodTemplate {
     #[serde(default)]
     pub metadata: PodMetadata,
     #[serde(default)]
     pub spec: CachedPodTemplateSpec,
+    /// The whole template spec, as the JSON text the watch delivered, while the Sandbox has no
+    /// status yet (see the module documentation). Never serialized.
+    #[serde(skip)]
+    pub pending_spec: Option<JsonText>,
+}
+
+impl PartialEq for CachedPodTemplate {
+    fn eq(&self, other: &Self) -> bool {
+        self.metadata == other.metadata
+            && self.spec == other.spec
+            && json_value(self.pending_spec.as_ref()) == json_value(other.pending_spec.as_ref())
+    }
+}
+
+/// JSON text compared by value (key order aside).
+fn json_value(text: Option<&JsonText>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(t.get()).unwrap_or(serde_json::Value::Null))
+}
+
+/// The template as it arrives: its spec is taken as text once (written as it is parsed, see
+/// [`JsonText`]), and the reduced form is parsed from that text.
+#[derive(Deserialize)]
+struct WireTemplate {
+    #[serde(default)]
+    metadata: PodMetadata,
+    #[serde(default)]
+    spec: Option<JsonText>,
+}
+
+impl<'de> Deserialize<'de> for CachedPodTemplate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireTemplate::deserialize(deserializer)?;
+        let spec = match &wire.spec {
+            Some(text) => serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?,
+            None => CachedPodTemplateSpec::default(),
+        };
+        Ok(CachedPodTemplate {
+            metadata: wire.metadata,
+            spec,
+            pending_spec: wire.spec,
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -119,17 +169,45 @@ impl CachedSandbox {
         }
     }
 
-    /// Drops what the parser could not skip: the last-applied annotation and, unless a Service
-    /// is wanted, the container ports (and managedFields, which only a [`Self::from_sandbox`]
-    /// copy can carry: the watch never decodes them).
+    /// The key of this object in the Sandbox store.
+    pub fn cache_key(&self) -> ObjectRef<CachedSandbox> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        match self.metadata.namespace.as_deref() {
+            Some(ns) => ObjectRef::new(name).within(ns),
+            None => ObjectRef::new(name),
+        }
+    }
+
+    /// Drops what the parser could not skip: the last-applied annotation, the template spec text
+    /// once a status was written, and, unless a Service is wanted, the container ports (and
+    /// managedFields, which only a [`Self::from_sandbox`] copy can carry: the watch never decodes
+    /// them).
     pub fn slim(&mut self) {
         self.metadata.managed_fields = None;
+        if !self.awaits_first_status() {
+            self.spec.pod_template.pending_spec = None;
+        }
         if let Some(annotations) = self.metadata.annotations.as_mut() {
             annotations.remove(LAST_APPLIED_ANNOTATION);
         }
         if self.spec.service != Some(true) {
             self.spec.pod_template.spec = CachedPodTemplateSpec::default();
         }
+    }
+
+    /// No pass has written a status yet: the Pod is (normally) still to be created.
+    pub fn awaits_first_status(&self) -> bool {
+        self.status.as_ref().is_none_or(|s| s.conditions.is_empty())
+    }
+
+    /// The template's whole spec as the watch delivered it, kept only while
+    /// [`Self::awaits_first_status`] (see the module documentation).
+    pub fn pending_pod_spec(&self) -> Option<&str> {
+        self.spec
+            .pod_template
+            .pending_spec
+            .as_ref()
+            .map(JsonText::get)
     }
 
     /// The cached form of a whole `Sandbox` (what the watch would have produced, before
@@ -156,6 +234,9 @@ impl CachedSandbox {
                             .map(container)
                             .collect(),
                     },
+                    pending_spec: serde_json::to_string(template)
+                        .ok()
+                        .map(|text| JsonText(text.into_boxed_str())),
                 },
                 volume_claim_templates: blueprint.volume_claim_templates.clone(),
                 service: blueprint.service,

@@ -710,10 +710,11 @@ fn node_name_alone_is_written_only_when_ready() {
 
 #[test]
 fn status_patch_clears_empty_fields_explicitly() {
-    let patch = status_patch(&SandboxStatus {
+    let patch = serde_json::to_value(status_patch(&SandboxStatus {
         service: "sb".into(),
         ..Default::default()
-    });
+    }))
+    .unwrap();
     assert_eq!(patch["status"]["service"], "sb");
     assert_eq!(patch["status"]["podIPs"], serde_json::Value::Null);
     assert!(
@@ -745,4 +746,64 @@ fn huge_error_text_is_capped_to_the_schema_limit() {
     let ready = compute_conditions(&o).pop().unwrap();
     assert_eq!(ready.reason, "ReconcilerError");
     assert!(ready.message.len() <= MAX_MESSAGE_BYTES && ready.message.ends_with("..."));
+}
+
+/// The patch body as it was built before it was serialized directly: a `serde_json::Value`
+/// tree (the oracle for the generated test below).
+fn status_patch_as_value_tree(status: &SandboxStatus) -> serde_json::Value {
+    let opt_str = |s: &str| {
+        if s.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::Value::String(s.to_string())
+        }
+    };
+    serde_json::json!({
+        "status": {
+            "conditions": if status.conditions.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&status.conditions).unwrap() },
+            "service": opt_str(&status.service),
+            "serviceFQDN": opt_str(&status.service_fqdn),
+            "selector": opt_str(&status.label_selector),
+            "podIPs": if status.pod_ips.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&status.pod_ips).unwrap() },
+            "nodeName": opt_str(&status.node_name),
+        }
+    })
+}
+
+#[test]
+fn the_serialized_status_patch_is_the_value_tree_it_replaced() {
+    let mut rng = fastrand::Rng::with_seed(42);
+    let word = |rng: &mut fastrand::Rng| -> String {
+        match rng.u8(..4) {
+            0 => String::new(),
+            1 => "a \"quoted\" \\ value".into(),
+            2 => "ünïcode-\u{1F600}".into(),
+            _ => format!("v{}", rng.u32(..)),
+        }
+    };
+    for _ in 0..500 {
+        let conditions = (0..rng.usize(..4))
+            .map(|i| Condition {
+                type_: ["Ready", "Suspended", "PodScheduled", "Finished"][i].into(),
+                status: ["True", "False", "Unknown"][rng.usize(..3)].into(),
+                reason: word(&mut rng),
+                message: word(&mut rng),
+                last_transition_time: Time(ts(rng.i64(0..1_000_000))),
+                observed_generation: rng.bool().then(|| rng.i64(..)),
+            })
+            .collect();
+        let status = SandboxStatus {
+            service_fqdn: word(&mut rng),
+            service: word(&mut rng),
+            conditions,
+            label_selector: word(&mut rng),
+            pod_ips: (0..rng.usize(..3)).map(|_| word(&mut rng)).collect(),
+            node_name: word(&mut rng),
+        };
+        assert_eq!(
+            serde_json::to_value(status_patch(&status)).unwrap(),
+            status_patch_as_value_tree(&status),
+            "{status:?}"
+        );
+    }
 }

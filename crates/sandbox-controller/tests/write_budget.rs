@@ -89,6 +89,8 @@ async fn a_new_sandbox_reaches_ready_with_one_status_write() {
             ("PATCH sandboxes/status", 1),
         ])
     );
+    // The Pod was built from the cached Sandbox: no read of it (nor of anything else).
+    assert_eq!(api.reads(), Vec::<String>::new());
     let sb = api.get("sandboxes", NS, "fresh").expect("sandbox");
     assert_eq!(sb["status"]["podIPs"], json!(["127.0.0.31"]));
     assert_eq!(sb["status"]["nodeName"], "node-1");
@@ -227,6 +229,37 @@ async fn a_pass_ahead_of_the_sandbox_cache_does_not_write_the_pod_name_again() {
             ("PATCH sandboxes", 1),
             ("PATCH sandboxes/status", 1),
         ])
+    );
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_pod_recreated_after_the_first_status_is_built_from_a_fresh_read() {
+    // Once a status is written the cache drops the template spec: a Pod deleted later is
+    // recreated from the Sandbox as the API server has it, template edits included.
+    let api = FakeApi::new();
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
+    api.apply("sandboxes", sandbox("again", json!({})));
+    wait_for("pod", || api.get("pods", NS, "again")).await;
+    start_pod(&api, "again", "127.0.0.33");
+    wait_ready(&api, "again").await;
+    assert_eq!(api.reads(), Vec::<String>::new());
+    // An edit of the container the watch does not deliver before the Pod is gone.
+    api.pause_watches("sandboxes");
+    let mut sb = api.get("sandboxes", NS, "again").expect("sandbox");
+    sb["spec"]["podTemplate"]["spec"]["containers"][0]["image"] = json!("busybox:edited");
+    api.apply("sandboxes", sb);
+    api.delete("pods", NS, "again");
+    let pod = wait_for("recreated pod", || {
+        api.get("pods", NS, "again")
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+    })
+    .await;
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox:edited");
+    assert!(
+        api.reads().iter().any(|p| p.ends_with("/sandboxes/again")),
+        "the Sandbox is read before its Pod is recreated: {:?}",
+        api.reads()
     );
     ctl.stop().await;
 }

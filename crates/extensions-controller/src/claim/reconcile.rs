@@ -87,7 +87,11 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
     let started = Instant::now();
     let span = tracing::info_span!(
         "ReconcileSandboxClaim",
-        claim = %key_of(&claim),
+        claim = %format_args!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default()
+        ),
         claim.namespace = claim.metadata.namespace.as_deref().unwrap_or_default(),
         claim.name = claim.metadata.name.as_deref().unwrap_or_default(),
         warmpool.name = claim.spec.warm_pool_ref.name.as_str(),
@@ -144,7 +148,9 @@ pub async fn reconcile(claim: Arc<SandboxClaim>, ctx: Arc<Context>) -> Result<Ac
     };
     let mut pass = Pass::new(&view, &ctx, lacks_trace);
     pass.trace = Some(trace);
-    let result = pass.run().instrument(span.clone()).await;
+    // The pass's state lives on the heap: the future the runtime moves around (into its task,
+    // between queues) stays a few words instead of the whole pass.
+    let result = Box::pin(pass.run()).instrument(span.clone()).await;
     if let Err(e) = &result {
         span.record("error.reason", e.metric_label());
         span.record("otel.status_code", "ERROR");

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use api_types::Sandbox;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use serde_json::{Map, Value};
@@ -127,6 +127,22 @@ fn join_keys<'a>(keys: impl Iterator<Item = &'a String>) -> String {
 /// then the tracking label, the extension labels and `created-by`; the template spec with one
 /// volume per claim template.
 pub fn desired_pod(sandbox: &Sandbox, name_hash: &str, owner: OwnerReference) -> Pod {
+    desired_pod_with_spec(
+        sandbox,
+        sandbox.spec.blueprint.pod_template.spec.clone(),
+        name_hash,
+        owner,
+    )
+}
+
+/// [`desired_pod`] with the template's spec given apart (a cached Sandbox keeps it as raw text,
+/// not in its `Sandbox` form).
+pub fn desired_pod_with_spec(
+    sandbox: &Sandbox,
+    mut spec: PodSpec,
+    name_hash: &str,
+    owner: OwnerReference,
+) -> Pod {
     let mut labels: BTreeMap<String, String> = template_labels(sandbox)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
@@ -153,7 +169,6 @@ pub fn desired_pod(sandbox: &Sandbox, name_hash: &str, owner: OwnerReference) ->
     }
 
     let blueprint = &sandbox.spec.blueprint;
-    let mut spec = blueprint.pod_template.spec.clone();
     spec.volumes = merge_volume_claim_volumes(
         spec.volumes.take(),
         &blueprint.volume_claim_templates,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use api_types::{OperatingMode, Sandbox};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -15,8 +15,11 @@ use tracing::Instrument;
 use controller_common::lean::{Lean, MetaOnly};
 
 use crate::cached_pod::CachedPod;
+use crate::cached_sandbox::CachedSandbox;
 use crate::context::{Context, FIELD_MANAGER};
-use crate::desired::pod::{desired_pod, desired_pod_metadata, pod_metadata_patch, target_pod_name};
+use crate::desired::pod::{
+    desired_pod, desired_pod_metadata, desired_pod_with_spec, pod_metadata_patch, target_pod_name,
+};
 use crate::error::{Error, is_status};
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::ownership::{
@@ -41,9 +44,16 @@ enum PodNameAnnotation {
     Clear,
 }
 
-pub async fn reconcile_pod(sandbox: &Sandbox, ctx: &Context, hash: &str) -> PodOutcome {
+/// `snapshot` is the cached object `sandbox` was made from: a Pod create takes the template's
+/// spec from it when it still holds one (see `cached_sandbox`).
+pub async fn reconcile_pod(
+    sandbox: &Sandbox,
+    snapshot: &CachedSandbox,
+    ctx: &Context,
+    hash: &str,
+) -> PodOutcome {
     let mut annotation = PodNameAnnotation::Keep;
-    let mut outcome = pod_pass(sandbox, ctx, hash, &mut annotation).await;
+    let mut outcome = pod_pass(sandbox, snapshot, ctx, hash, &mut annotation).await;
     if let Err(err) = write_pod_name_annotation(sandbox, ctx, annotation).await
         && outcome.error.is_none()
     {
@@ -106,6 +116,7 @@ async fn get_pod(
 
 async fn pod_pass(
     sandbox: &Sandbox,
+    snapshot: &CachedSandbox,
     ctx: &Context,
     hash: &str,
     annotation: &mut PodNameAnnotation,
@@ -172,7 +183,7 @@ async fn pod_pass(
     }
     match pod {
         Some(p) => existing_pod(sandbox, ctx, hash, p, annotation).await,
-        None => create_pod(sandbox, ctx, hash, annotation).await,
+        None => create_pod(sandbox, snapshot, ctx, hash, annotation).await,
     }
 }
 
@@ -324,33 +335,45 @@ fn set_annotation_to(sandbox: &Sandbox, annotation: &mut PodNameAnnotation, pod_
     };
 }
 
+/// The template spec of `snapshot`, when it carries one (a Sandbox without status yet) and the
+/// cache still holds that very snapshot. A newer one in the cache may have a changed template:
+/// then `None`, and the create reads the Sandbox (as it does when no spec is cached).
+fn cached_pod_spec(ctx: &Context, snapshot: &CachedSandbox) -> Option<PodSpec> {
+    let text = snapshot.pending_pod_spec()?;
+    let latest = ctx.stores.sandboxes.get(&snapshot.cache_key())?;
+    if latest.metadata.resource_version != snapshot.metadata.resource_version
+        || latest.metadata.uid != snapshot.metadata.uid
+    {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
 async fn create_pod(
     sandbox: &Sandbox,
+    snapshot: &CachedSandbox,
     ctx: &Context,
     hash: &str,
     annotation: &mut PodNameAnnotation,
 ) -> PodOutcome {
     let sandbox_name = sandbox.name_any();
     let owner = controller_ref(&sandbox_name, &sandbox.uid().unwrap_or_default());
-    // The cache keeps no more of the template's spec than the Service's ports (see
-    // `cached_sandbox`): a create reads the whole Sandbox first.
-    let api: Api<Lean<Sandbox>> =
-        Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
-    let full = match api.get_opt(&sandbox_name).await {
-        Ok(Some(Lean(read))) if read.uid() == sandbox.uid() => read,
-        // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
-        Ok(_) => return PodOutcome::default(),
-        Err(err) => {
-            return PodOutcome {
-                error: Some(Error::api(
-                    format!("failed to read sandbox \"{sandbox_name}\" to create its pod"),
-                    err,
-                )),
-                ..Default::default()
-            };
-        }
+    let pod = match cached_pod_spec(ctx, snapshot) {
+        // Built from the object this pass reconciles: the spec was decoded from the same watch
+        // event as the metadata and labels the Pod takes.
+        Some(spec) => desired_pod_with_spec(sandbox, spec, hash, owner),
+        None => match read_sandbox(sandbox, ctx).await {
+            Ok(Some(full)) => desired_pod(&full, hash, owner),
+            // Deleted (or replaced by a namesake) meanwhile: its own events take it from here.
+            Ok(None) => return PodOutcome::default(),
+            Err(err) => {
+                return PodOutcome {
+                    error: Some(err),
+                    ..Default::default()
+                };
+            }
+        },
     };
-    let pod = desired_pod(&full, hash, owner);
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..Default::default()
@@ -399,6 +422,22 @@ async fn create_pod(
     }
 }
 
+/// The whole Sandbox from the API server, for a create whose template spec the cache does not
+/// hold (`None`: deleted or replaced by a namesake meanwhile).
+async fn read_sandbox(sandbox: &Sandbox, ctx: &Context) -> Result<Option<Sandbox>, Error> {
+    let name = sandbox.name_any();
+    let api: Api<Lean<Sandbox>> =
+        Api::namespaced(ctx.client.clone(), &sandbox.namespace().unwrap_or_default());
+    match api.get_opt(&name).await {
+        Ok(Some(Lean(read))) if read.uid() == sandbox.uid() => Ok(Some(read)),
+        Ok(_) => Ok(None),
+        Err(err) => Err(Error::api(
+            format!("failed to read sandbox \"{name}\" to create its pod"),
+            err,
+        )),
+    }
+}
+
 async fn write_pod_name_annotation(
     sandbox: &Sandbox,
     ctx: &Context,
@@ -428,3 +467,7 @@ async fn write_pod_name_annotation(
         )),
     }
 }
+
+#[cfg(test)]
+#[path = "pod_step_tests.rs"]
+mod tests;

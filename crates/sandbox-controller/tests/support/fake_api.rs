@@ -60,6 +60,7 @@ struct State_ {
     rv: u64,
     history: Vec<WatchEvent>,
     writes: Vec<Write>,
+    reads: Vec<String>,
     uid: u64,
 }
 
@@ -193,6 +194,7 @@ impl FakeApi {
                 rv: 1,
                 history: Vec::new(),
                 writes: Vec::new(),
+                reads: Vec::new(),
                 uid: 0,
             })),
             tx,
@@ -263,6 +265,11 @@ impl FakeApi {
             .filter(|w| w.path.contains(fragment) && !w.path.contains("/events"))
             .cloned()
             .collect()
+    }
+
+    /// Paths of the single-object reads (GET by name) made so far.
+    pub fn reads(&self) -> Vec<String> {
+        self.state.lock().unwrap().reads.clone()
     }
 
     /// Number of writes to Events.
@@ -485,6 +492,8 @@ async fn handle(State(api): State<FakeApi>, req: Request) -> Response {
             method: method.to_string(),
             path: path.clone(),
         });
+    } else if target.name.is_some() {
+        api.state.lock().unwrap().reads.push(path.clone());
     }
     let ns = target.namespace.clone().unwrap_or_default();
     let is_put = method == Method::PUT;

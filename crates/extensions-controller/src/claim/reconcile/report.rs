@@ -4,6 +4,52 @@
 use super::*;
 use controller_common::metrics::current_trace_exemplar;
 
+/// The guarded merge patch of a claim's status: the resourceVersion it is guarded by, the
+/// conditions and the bound Sandbox, `null` for what must be cleared. Serialized straight from
+/// the status it borrows (no intermediate `serde_json::Value` tree).
+pub(super) fn claim_status_patch<'a>(
+    resource_version: Option<&'a str>,
+    next: &'a SandboxClaimStatus,
+) -> ClaimStatusPatch<'a> {
+    ClaimStatusPatch {
+        metadata: GuardedMetadata { resource_version },
+        status: ClaimStatusFields {
+            conditions: (!next.conditions.is_empty()).then_some(next.conditions.as_slice()),
+            sandbox: ClaimSandboxFields {
+                name: (!next.sandbox.name.is_empty()).then_some(next.sandbox.name.as_str()),
+                pod_ips: (!next.sandbox.pod_ips.is_empty())
+                    .then_some(next.sandbox.pod_ips.as_slice()),
+            },
+        },
+    }
+}
+
+/// See [`claim_status_patch`]; `None` is written as `null`.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct ClaimStatusPatch<'a> {
+    metadata: GuardedMetadata<'a>,
+    status: ClaimStatusFields<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct GuardedMetadata<'a> {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<&'a str>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ClaimStatusFields<'a> {
+    conditions: Option<&'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+    sandbox: ClaimSandboxFields<'a>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct ClaimSandboxFields<'a> {
+    name: Option<&'a str>,
+    #[serde(rename = "podIPs")]
+    pod_ips: Option<&'a [String]>,
+}
+
 impl Pass<'_> {
     /// Writes the status when it changed, guarded by the claim's resourceVersion. Returns
     /// whether the new status is now stored.
@@ -15,17 +61,8 @@ impl Pass<'_> {
         if current == next {
             return Ok(true);
         }
-        let sandbox = json!({
-            "name": if next.sandbox.name.is_empty() { Value::Null } else { json!(next.sandbox.name) },
-            "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
-        });
-        let patch = json!({
-            "metadata": {"resourceVersion": self.rv.lock().unwrap_or_else(|e| e.into_inner()).clone()},
-            "status": {
-                "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
-                "sandbox": sandbox,
-            },
-        });
+        let rv = self.rv.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let patch = claim_status_patch(rv.as_deref(), next);
         let claims =
             Api::<Lean<SandboxClaim>>::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = PatchParams {
@@ -285,4 +322,64 @@ fn launch_type_of(sandbox: Option<&Sandbox>) -> &'static str {
 /// RFC 3339 with nanoseconds, trailing zeros trimmed (Go's `RFC3339Nano`).
 pub fn rfc3339_nano(ts: Timestamp) -> String {
     ts.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    /// The body as it was built before it was serialized directly (the oracle).
+    fn as_value_tree(rv: Option<&str>, next: &SandboxClaimStatus) -> Value {
+        let sandbox = json!({
+            "name": if next.sandbox.name.is_empty() { Value::Null } else { json!(next.sandbox.name) },
+            "podIPs": if next.sandbox.pod_ips.is_empty() { Value::Null } else { json!(next.sandbox.pod_ips) },
+        });
+        json!({
+            "metadata": {"resourceVersion": rv.map(str::to_owned)},
+            "status": {
+                "conditions": if next.conditions.is_empty() { Value::Null } else { json!(next.conditions) },
+                "sandbox": sandbox,
+            },
+        })
+    }
+
+    #[test]
+    fn the_serialized_status_patch_is_the_value_tree_it_replaced() {
+        let mut rng = fastrand::Rng::with_seed(9);
+        let word = |rng: &mut fastrand::Rng| -> String {
+            match rng.u8(..4) {
+                0 => String::new(),
+                1 => "a \"quoted\" \\ value".into(),
+                2 => "ünïcode-\u{1F600}".into(),
+                _ => format!("v{}", rng.u32(..)),
+            }
+        };
+        for _ in 0..500 {
+            let next = SandboxClaimStatus {
+                conditions: (0..rng.usize(..3))
+                    .map(|i| Condition {
+                        type_: ["Ready", "Finished", "Other"][i].into(),
+                        status: ["True", "False", "Unknown"][rng.usize(..3)].into(),
+                        reason: word(&mut rng),
+                        message: word(&mut rng),
+                        last_transition_time: Time(
+                            Timestamp::from_second(rng.i64(0..1_000_000)).unwrap(),
+                        ),
+                        observed_generation: rng.bool().then(|| rng.i64(..)),
+                    })
+                    .collect(),
+                sandbox: api_types::ClaimSandboxStatus {
+                    name: word(&mut rng),
+                    pod_ips: (0..rng.usize(..3)).map(|_| word(&mut rng)).collect(),
+                },
+            };
+            let rv = rng.bool().then(|| word(&mut rng));
+            assert_eq!(
+                serde_json::to_value(claim_status_patch(rv.as_deref(), &next)).unwrap(),
+                as_value_tree(rv.as_deref(), &next),
+                "{next:?}"
+            );
+        }
+    }
 }
