@@ -97,10 +97,10 @@ pub fn record_update_ignoring(
     for entry in &mut managers {
         entry.drop_lost(&change);
     }
+    let Change { changed, .. } = change;
     let api_version = api_version_of(new);
     let operation = operation_or_update(operation);
     let subresource = subresource.unwrap_or_default();
-    let changed = change.changed;
     match managers
         .iter_mut()
         .find(|e| e.entry.is(manager, operation, subresource, &api_version))
@@ -211,19 +211,6 @@ impl<'a> Top<'a> {
         members(a, a_filtered).count() == members(b, b_filtered).count()
             && members(a, a_filtered).all(|(k, v)| get(k) == Some(v))
     }
-
-    fn to_value(self) -> Value {
-        match self {
-            Top::Value(v) => v.clone(),
-            Top::Metadata(map) => Value::Object(
-                map.iter()
-                    .filter(|(k, _)| is_tracked_metadata(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
-            Top::EmptyMetadata => json!({}),
-        }
-    }
 }
 
 /// The tracked part of a stored object, by top-level field: without `apiVersion`, `kind`,
@@ -251,22 +238,23 @@ fn tracked_tops(object: &Value) -> BTreeMap<&str, Top<'_>> {
 }
 
 /// What a write changed, as field ownership sees it.
-struct Change {
+struct Change<'a> {
     /// Top-level fields whose tracked content differs.
     touched: BTreeSet<String>,
     /// Paths the writer takes: nodes it added and leaves it changed.
     changed: FieldSet,
-    /// Paths present after the write, below the touched fields.
-    present: BTreeSet<FieldPath>,
+    /// The tracked part of the object after the write, by top-level field.
+    after: BTreeMap<&'a str, Top<'a>>,
+    shape: &'a dyn FieldShape,
 }
 
-impl Change {
+impl<'a> Change<'a> {
     fn between(
         old: Option<&Value>,
-        new: &Value,
-        shape: &dyn FieldShape,
+        new: &'a Value,
+        shape: &'a dyn FieldShape,
         ignored: &[&str],
-    ) -> Change {
+    ) -> Change<'a> {
         // A create compares against the kind's empty object.
         let zero;
         let (before_object, mut before) = match old {
@@ -298,22 +286,12 @@ impl Change {
             })
             .map(|k| k.to_string())
             .collect();
-        let part = |tops: &BTreeMap<&str, Top>| -> Value {
-            Value::Object(
-                tops.iter()
-                    .filter(|(k, _)| touched.contains(**k))
-                    .map(|(k, top)| (k.to_string(), top.to_value()))
-                    .collect(),
-            )
-        };
-        let before_part = part(&before);
-        let after_part = part(&after);
-        let (changed, new_nodes) = changed_fields(&before_part, &after_part, shape);
-        let present = new_nodes.into_keys().collect();
+        let changed = FieldSet(diff::changed_paths(&before, &after, &touched, shape));
         Change {
             touched,
             changed,
-            present,
+            after,
+            shape,
         }
     }
 
@@ -328,7 +306,9 @@ impl Change {
             Some(PathElement::Field(top)) => self.is_touched(top),
             _ => false,
         };
-        under_touched && (self.changed.contains(path) || !self.present.contains(path))
+        under_touched
+            && (self.changed.contains(path)
+                || !diff::exists(&self.after, &self.touched, path, self.shape))
     }
 }
 
@@ -591,6 +571,8 @@ pub(crate) fn record_update_reference(
     }
     finish(old, new, managers);
 }
+
+mod diff;
 
 #[cfg(test)]
 mod tests;
