@@ -78,6 +78,11 @@ pub fn record_update_ignoring(
         );
         return;
     }
+    if old.is_none() {
+        // A create: there are no other managers, and every field it sets is the creator's.
+        record_create(new, manager, operation, subresource, now, shape, ignored);
+        return;
+    }
     // The write usually sends back the list it read: those entries are moved into the result
     // instead of copying the stored ones.
     let sent_copy = match sent {
@@ -130,6 +135,69 @@ pub fn record_update_ignoring(
         None => {}
     }
     finish_lazy(old, new, managers, sent_copy);
+}
+
+/// Ownership of a new object whose write sends no managers of its own: one entry, the
+/// creator's, holding what the object sets beyond the kind's empty object, encoded during the
+/// walk.
+fn record_create(
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
+    let zero = shape.zero_object();
+    let mut before: BTreeMap<&str, Top> = match &zero {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.as_str(), Top::Value(v)))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    if zero.is_object() {
+        before.entry("metadata").or_insert(Top::EmptyMetadata);
+    }
+    let after = tracked_tops(new);
+    let touched = touched_tops(&before, &after, ignored);
+    let fields = diff::changed_fields_v1(&before, &after, &touched, shape);
+    let entries = if fields.is_empty() {
+        Vec::new()
+    } else {
+        let mut entry = Map::new();
+        entry.insert("manager".into(), json!(manager));
+        entry.insert("operation".into(), json!(operation_or_update(operation)));
+        entry.insert("apiVersion".into(), json!(api_version_of(new)));
+        entry.insert("time".into(), json!(now));
+        entry.insert("fieldsType".into(), json!("FieldsV1"));
+        entry.insert("fieldsV1".into(), Value::Object(fields));
+        if let Some(sub) = subresource.filter(|s| !s.is_empty()) {
+            entry.insert("subresource".into(), json!(sub));
+        }
+        vec![Value::Object(entry)]
+    };
+    set_managed_fields(new, Value::Array(entries));
+}
+
+/// The top-level fields whose tracked content differs (fields the write's changes to are
+/// discarded aside).
+fn touched_tops(
+    before: &BTreeMap<&str, Top<'_>>,
+    after: &BTreeMap<&str, Top<'_>>,
+    ignored: &[&str],
+) -> BTreeSet<String> {
+    before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| !ignored.contains(*k))
+        .filter(|k| match (before.get(*k), after.get(*k)) {
+            (Some(a), Some(b)) => !a.same_as(*b),
+            _ => true,
+        })
+        .map(|k| k.to_string())
+        .collect()
 }
 
 /// Move `metadata.managedFields` (an array) out of an object.
@@ -276,16 +344,7 @@ impl<'a> Change<'a> {
             before.entry("metadata").or_insert(Top::EmptyMetadata);
         }
         let after = tracked_tops(new);
-        let touched: BTreeSet<String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| !ignored.contains(*k))
-            .filter(|k| match (before.get(*k), after.get(*k)) {
-                (Some(a), Some(b)) => !a.same_as(*b),
-                _ => true,
-            })
-            .map(|k| k.to_string())
-            .collect();
+        let touched = touched_tops(&before, &after, ignored);
         let changed = FieldSet(diff::changed_paths(&before, &after, &touched, shape));
         Change {
             touched,

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::super::super::fieldset::{FieldPath, PathElement, list_item_id};
 use super::super::super::shape::{FieldShape, ListType};
@@ -241,6 +241,130 @@ pub(super) fn changed_paths(
         walk.path.0.pop();
     }
     walk.changed
+}
+
+/// The `fieldsV1` encoding of what [`changed_paths`] gives, built during the walk without
+/// listing the paths (a create: every field is the creator's).
+pub(super) fn changed_fields_v1(
+    before: &BTreeMap<&str, Top<'_>>,
+    after: &BTreeMap<&str, Top<'_>>,
+    touched: &BTreeSet<String>,
+    shape: &dyn FieldShape,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    if shape.is_atomic_map(&[]) {
+        return out;
+    }
+    let mut names = Vec::new();
+    for (top, now) in after {
+        if !touched.contains(*top) {
+            continue;
+        }
+        names.push(*top);
+        if let Some(encoded) = encode_node(
+            before.get(top).copied(),
+            *now,
+            Reached::Field,
+            &mut names,
+            shape,
+        ) {
+            out.insert(format!("f:{top}"), encoded);
+        }
+        names.pop();
+    }
+    out
+}
+
+/// The encoding of one node and what the writer takes below it (`None`: nothing).
+fn encode_node<'a>(
+    before: Option<Top<'a>>,
+    after: Top<'a>,
+    reached: Reached,
+    names: &mut Vec<&'a str>,
+    shape: &dyn FieldShape,
+) -> Option<Value> {
+    let taken = match before {
+        None => true,
+        Some(b) if b.same_as(after) => return None,
+        Some(_) => reached == Reached::Field && is_member(after, names, shape),
+    };
+    let mut below = encode_children(before, after, reached, names, shape);
+    if !taken && below.is_empty() {
+        return None;
+    }
+    if taken && !below.is_empty() {
+        below.insert(".".to_string(), Value::Object(Map::new()));
+    }
+    Some(Value::Object(below))
+}
+
+fn encode_children<'a>(
+    before: Option<Top<'a>>,
+    after: Top<'a>,
+    reached: Reached,
+    names: &mut Vec<&'a str>,
+    shape: &dyn FieldShape,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let before_children = before.map(|b| children_of(b, reached, names, shape));
+    match children_of(after, reached, names, shape) {
+        Children::None => {}
+        Children::Fields => {
+            let members: Box<dyn Iterator<Item = (&'a String, &'a Value)>> = match after {
+                Top::Value(Value::Object(map)) => Box::new(map.iter()),
+                Top::Metadata(map) => Box::new(map.iter().filter(|(k, _)| is_tracked_metadata(k))),
+                _ => Box::new(std::iter::empty()),
+            };
+            let before_has_fields = matches!(before_children, Some(Children::Fields));
+            for (key, child) in members {
+                let was = before
+                    .filter(|_| before_has_fields)
+                    .and_then(|b| field_child(b, key));
+                names.push(key.as_str());
+                if let Some(encoded) =
+                    encode_node(was, Top::Value(child), Reached::Field, names, shape)
+                {
+                    out.insert(format!("f:{key}"), encoded);
+                }
+                names.pop();
+            }
+        }
+        Children::Set(items) => {
+            let was: HashMap<String, &Value> = match before_children {
+                Some(Children::Set(old)) => old
+                    .iter()
+                    .filter_map(|item| Some((list_item_id(item, &ListType::Set)?, item)))
+                    .collect(),
+                _ => HashMap::new(),
+            };
+            for item in items {
+                let Some(json) = list_item_id(item, &ListType::Set) else {
+                    continue;
+                };
+                let old = was.get(&json).map(|v| Top::Value(v));
+                if let Some(encoded) =
+                    encode_node(old, Top::Value(item), Reached::SetElement, names, shape)
+                {
+                    out.insert(PathElement::Value(json).encode(), encoded);
+                }
+            }
+        }
+        Children::Map(items, list) => {
+            let was: HashMap<PathElement, &Value> = match before_children {
+                Some(Children::Map(old, _)) => map_elements(old, &list).into_iter().collect(),
+                _ => HashMap::new(),
+            };
+            for (element, item) in map_elements(items, &list) {
+                let old = was.get(&element).map(|v| Top::Value(v));
+                if let Some(encoded) =
+                    encode_node(old, Top::Value(item), Reached::MapElement, names, shape)
+                {
+                    out.insert(element.encode(), encoded);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether `path` is a node of the touched part of `after` (see [`changed_paths`]).

@@ -236,6 +236,11 @@ fn the_side_by_side_walk_finds_what_the_full_listing_finds() {
         let (expected, new_nodes) = changed_fields(&before_part, &after_part, &shape);
         let got = changed_paths(&before, &after, &touched, &shape);
         assert_eq!(got, expected.0, "seed {seed}: {old} -> {new}");
+        assert_eq!(
+            Value::Object(changed_fields_v1(&before, &after, &touched, &shape)),
+            expected.to_fields_v1(),
+            "seed {seed}: {old} -> {new}"
+        );
         with_changes += usize::from(!got.is_empty());
         for path in probe_paths(&[&before_part, &after_part], &shape) {
             assert_eq!(
