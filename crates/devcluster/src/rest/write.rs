@@ -225,7 +225,13 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &name,
             ));
         }
-        let mut candidate = obj.clone();
+        // Only a generated name is tried again (on a collision): an explicit name uses the
+        // object itself.
+        let mut candidate = if explicit.is_some() {
+            std::mem::take(&mut obj)
+        } else {
+            obj.clone()
+        };
         if let Some(m) = meta::metadata_mut(&mut candidate) {
             m.insert("name".into(), json!(name));
         }
