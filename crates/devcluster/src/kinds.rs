@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::api_error::Cause;
 use crate::registry::ResourceInfo;
@@ -450,27 +450,10 @@ fn check_immutable_data(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
 /// Pod specs are immutable except images, activeDeadlineSeconds, tolerations additions and
 /// terminationGracePeriodSeconds (and nodeName set by binding).
 fn check_pod_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
-    let normalize = |spec: &Value| {
-        let mut s = spec.clone();
-        if let Some(o) = s.as_object_mut() {
-            o.remove("activeDeadlineSeconds");
-            o.remove("tolerations");
-            o.remove("terminationGracePeriodSeconds");
-            for list in ["containers", "initContainers"] {
-                if let Some(Value::Array(cs)) = o.get_mut(list) {
-                    for c in cs {
-                        if let Some(co) = c.as_object_mut() {
-                            co.remove("image");
-                        }
-                    }
-                }
-            }
-        }
-        s
-    };
-    let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
-    let new_spec = new.get("spec").cloned().unwrap_or(Value::Null);
-    if normalize(&old_spec) != normalize(&new_spec) {
+    let null = Value::Null;
+    let old_spec = old.get("spec").unwrap_or(&null);
+    let new_spec = new.get("spec").unwrap_or(&null);
+    if !pod_specs_equal_but_mutable(old_spec, new_spec) {
         return Err(vec![cause(
             "FieldValueForbidden",
             "spec",
@@ -478,6 +461,55 @@ fn check_pod_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
         )]);
     }
     Ok(())
+}
+
+/// Pod spec fields an update may change.
+const MUTABLE_POD_SPEC_FIELDS: [&str; 3] = [
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+];
+
+/// Whether two pod specs are equal apart from the fields an update may change (the mutable
+/// spec fields and the containers' and init containers' images), compared in place.
+fn pod_specs_equal_but_mutable(old: &Value, new: &Value) -> bool {
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return old == new;
+    };
+    let compared = |map: &'_ Map<String, Value>| {
+        map.keys()
+            .filter(|k| !MUTABLE_POD_SPEC_FIELDS.contains(&k.as_str()))
+            .count()
+    };
+    compared(old) == compared(new)
+        && old
+            .iter()
+            .filter(|(k, _)| !MUTABLE_POD_SPEC_FIELDS.contains(&k.as_str()))
+            .all(|(key, value)| match (key.as_str(), new.get(key)) {
+                (_, None) => false,
+                ("containers" | "initContainers", Some(other)) => {
+                    containers_equal_but_images(value, other)
+                }
+                (_, Some(other)) => value == other,
+            })
+}
+
+/// Whether two container lists are equal apart from each container's `image`.
+fn containers_equal_but_images(old: &Value, new: &Value) -> bool {
+    let (Value::Array(old), Value::Array(new)) = (old, new) else {
+        return old == new;
+    };
+    old.len() == new.len()
+        && old.iter().zip(new).all(|pair| match pair {
+            (Value::Object(a), Value::Object(b)) => {
+                let compared = |m: &Map<String, Value>| m.keys().filter(|k| *k != "image").count();
+                compared(a) == compared(b)
+                    && a.iter()
+                        .filter(|(k, _)| *k != "image")
+                        .all(|(k, v)| b.get(k) == Some(v))
+            }
+            (a, b) => a == b,
+        })
 }
 
 /// Release what a deleted object held (service cluster IPs).
@@ -492,6 +524,100 @@ pub fn on_deleted(state: &SharedState, group_resource: &str, obj: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain formulation of [`pod_specs_equal_but_mutable`]: copy both specs, remove what
+    /// may change, compare.
+    fn pod_specs_equal_reference(old: &Value, new: &Value) -> bool {
+        let normalize = |spec: &Value| {
+            let mut s = spec.clone();
+            if let Some(o) = s.as_object_mut() {
+                for field in MUTABLE_POD_SPEC_FIELDS {
+                    o.remove(field);
+                }
+                for list in ["containers", "initContainers"] {
+                    if let Some(Value::Array(cs)) = o.get_mut(list) {
+                        for c in cs {
+                            if let Some(co) = c.as_object_mut() {
+                                co.remove("image");
+                            }
+                        }
+                    }
+                }
+            }
+            s
+        };
+        normalize(old) == normalize(new)
+    }
+
+    #[test]
+    fn pod_spec_comparison_matches_the_plain_formulation() {
+        let mut g = crate::patch::test_gen::Gen(0x90d_5bec);
+        let container = |g: &mut crate::patch::test_gen::Gen| {
+            if g.chance(8) {
+                return json!("odd");
+            }
+            let mut c = Map::new();
+            for (field, values) in [
+                ("name", ["a", "b"]),
+                ("image", ["i1", "i2"]),
+                ("x", ["1", "2"]),
+            ] {
+                if !g.chance(3) {
+                    c.insert(field.into(), json!(g.pick(&values)));
+                }
+            }
+            Value::Object(c)
+        };
+        let spec = |g: &mut crate::patch::test_gen::Gen| {
+            if g.chance(10) {
+                return if g.chance(2) { Value::Null } else { json!(3) };
+            }
+            let mut s = Map::new();
+            for field in [
+                "containers",
+                "initContainers",
+                "tolerations",
+                "activeDeadlineSeconds",
+                "nodeName",
+            ] {
+                if g.chance(2) {
+                    continue;
+                }
+                let value = match field {
+                    "containers" | "initContainers" if !g.chance(6) => {
+                        Value::Array((0..g.below(3)).map(|_| container(g)).collect())
+                    }
+                    _ => json!(g.pick(&["p", "q"])),
+                };
+                s.insert(field.into(), value);
+            }
+            Value::Object(s)
+        };
+        let mut equal = 0;
+        for case in 0..5000 {
+            let old = spec(&mut g);
+            let new = if g.chance(3) {
+                spec(&mut g)
+            } else {
+                old.clone()
+            };
+            let mut new = new;
+            if g.chance(2)
+                && let Some(c) = new.pointer_mut("/containers/0")
+                && c.is_object()
+            {
+                c["image"] = json!(g.pick(&["i1", "i3"]));
+            }
+            let got = pod_specs_equal_but_mutable(&old, &new);
+            assert_eq!(
+                got,
+                pod_specs_equal_reference(&old, &new),
+                "case {case}: {old} vs {new}"
+            );
+            equal += usize::from(got);
+        }
+        assert!((1000..4900).contains(&equal), "{equal} of 5000 equal");
+    }
 
     #[test]
     fn pod_specs_get_the_real_defaults() {

@@ -26,7 +26,7 @@ pub enum PathElement {
 }
 
 impl PathElement {
-    fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             PathElement::Field(name) => format!("f:{name}"),
             PathElement::Key(json) => format!("k:{json}"),

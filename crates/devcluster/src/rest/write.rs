@@ -225,7 +225,13 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 &name,
             ));
         }
-        let mut candidate = obj.clone();
+        // Only a generated name is tried again (on a collision): an explicit name uses the
+        // object itself.
+        let mut candidate = if explicit.is_some() {
+            std::mem::take(&mut obj)
+        } else {
+            obj.clone()
+        };
         if let Some(m) = meta::metadata_mut(&mut candidate) {
             m.insert("name".into(), json!(name));
         }
@@ -310,12 +316,22 @@ pub fn prepare_update(
     obj.insert("apiVersion".into(), old["apiVersion"].clone());
     obj.insert("kind".into(), old["kind"].clone());
     if info.has_status {
+        // The written status usually is the stored one (a patch copies it): keep it then.
         match old.get("status") {
-            Some(s) => obj.insert("status".into(), s.clone()),
-            None => obj.remove("status"),
+            Some(s) if obj.get("status") != Some(s) => {
+                obj.insert("status".into(), s.clone());
+            }
+            Some(_) => {}
+            None => {
+                obj.remove("status");
+            }
         };
     }
-    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let empty_meta = Map::new();
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty_meta);
     let new_finalizers = meta::finalizers(&new);
     let old_finalizers = meta::finalizers(old);
     if old_meta.get("deletionTimestamp").is_some()
@@ -344,8 +360,13 @@ pub fn prepare_update(
             "generation",
         ] {
             match old_meta.get(key) {
-                Some(v) => m.insert(key.into(), v.clone()),
-                None => m.remove(key),
+                Some(v) if m.get(key) != Some(v) => {
+                    m.insert(key.into(), v.clone());
+                }
+                Some(_) => {}
+                None => {
+                    m.remove(key);
+                }
             };
         }
         m.remove("selfLink");
@@ -366,7 +387,9 @@ pub fn prepare_update(
 
 /// What a write to the status subresource stores: the stored object with the written status
 /// (none if the write has none) and the written `managedFields` (which travel with the write).
-/// Copies of the stored object's status and managedFields are not made only to be replaced.
+/// The written object is usually the stored one with another status (a patch copies the stored
+/// object): its parts that equal the stored ones are kept, and only the others are copied from
+/// the stored object.
 fn status_write(old: &Value, new: Value) -> Value {
     let Value::Object(old) = old else {
         return old.clone();
@@ -382,20 +405,21 @@ fn status_write(old: &Value, new: Value) -> Value {
         .and_then(|m| m.remove("managedFields"));
     let mut out = Map::new();
     for (key, value) in old {
-        match (key.as_str(), value) {
-            ("status", _) => {}
-            ("metadata", Value::Object(old_meta)) if managed_fields.is_some() => {
-                let meta: Map<String, Value> = old_meta
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "managedFields")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                out.insert(key.clone(), Value::Object(meta));
+        let written = new.remove(key);
+        let kept = match (key.as_str(), value, written) {
+            ("status", _, _) => continue,
+            ("metadata", Value::Object(old_meta), Some(Value::Object(written)))
+                if managed_fields.is_some() =>
+            {
+                Value::Object(stored_metadata_without_managed_fields(old_meta, written))
             }
-            _ => {
-                out.insert(key.clone(), value.clone());
+            ("metadata", Value::Object(old_meta), _) if managed_fields.is_some() => {
+                Value::Object(stored_metadata_without_managed_fields(old_meta, Map::new()))
             }
-        }
+            (_, _, Some(written)) if written == *value => written,
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), kept);
     }
     if let Some(status) = status {
         out.insert("status".into(), status);
@@ -407,6 +431,25 @@ fn status_write(old: &Value, new: Value) -> Value {
         m.insert("managedFields".into(), mf);
     }
     out
+}
+
+/// The stored metadata without `managedFields`, taking the members of `written` (the written
+/// metadata, its managedFields already removed) that equal the stored ones instead of copying.
+fn stored_metadata_without_managed_fields(
+    stored: &Map<String, Value>,
+    mut written: Map<String, Value>,
+) -> Map<String, Value> {
+    stored
+        .iter()
+        .filter(|(k, _)| k.as_str() != "managedFields")
+        .map(|(k, v)| {
+            let kept = match written.remove(k) {
+                Some(w) if w == *v => w,
+                _ => v.clone(),
+            };
+            (k.clone(), kept)
+        })
+        .collect()
 }
 
 /// Bumps `metadata.generation` when anything outside metadata and status changed. Runs after

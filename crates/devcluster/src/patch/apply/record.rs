@@ -78,6 +78,11 @@ pub fn record_update_ignoring(
         );
         return;
     }
+    if old.is_none() {
+        // A create: there are no other managers, and every field it sets is the creator's.
+        record_create(new, manager, operation, subresource, now, shape, ignored);
+        return;
+    }
     // The write usually sends back the list it read: those entries are moved into the result
     // instead of copying the stored ones.
     let sent_copy = match sent {
@@ -97,10 +102,10 @@ pub fn record_update_ignoring(
     for entry in &mut managers {
         entry.drop_lost(&change);
     }
+    let Change { changed, .. } = change;
     let api_version = api_version_of(new);
     let operation = operation_or_update(operation);
     let subresource = subresource.unwrap_or_default();
-    let changed = change.changed;
     match managers
         .iter_mut()
         .find(|e| e.entry.is(manager, operation, subresource, &api_version))
@@ -130,6 +135,69 @@ pub fn record_update_ignoring(
         None => {}
     }
     finish_lazy(old, new, managers, sent_copy);
+}
+
+/// Ownership of a new object whose write sends no managers of its own: one entry, the
+/// creator's, holding what the object sets beyond the kind's empty object, encoded during the
+/// walk.
+fn record_create(
+    new: &mut Value,
+    manager: &str,
+    operation: &str,
+    subresource: Option<&str>,
+    now: &str,
+    shape: &dyn FieldShape,
+    ignored: &[&str],
+) {
+    let zero = shape.zero_object();
+    let mut before: BTreeMap<&str, Top> = match &zero {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.as_str(), Top::Value(v)))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
+    if zero.is_object() {
+        before.entry("metadata").or_insert(Top::EmptyMetadata);
+    }
+    let after = tracked_tops(new);
+    let touched = touched_tops(&before, &after, ignored);
+    let fields = diff::changed_fields_v1(&before, &after, &touched, shape);
+    let entries = if fields.is_empty() {
+        Vec::new()
+    } else {
+        let mut entry = Map::new();
+        entry.insert("manager".into(), json!(manager));
+        entry.insert("operation".into(), json!(operation_or_update(operation)));
+        entry.insert("apiVersion".into(), json!(api_version_of(new)));
+        entry.insert("time".into(), json!(now));
+        entry.insert("fieldsType".into(), json!("FieldsV1"));
+        entry.insert("fieldsV1".into(), Value::Object(fields));
+        if let Some(sub) = subresource.filter(|s| !s.is_empty()) {
+            entry.insert("subresource".into(), json!(sub));
+        }
+        vec![Value::Object(entry)]
+    };
+    set_managed_fields(new, Value::Array(entries));
+}
+
+/// The top-level fields whose tracked content differs (fields the write's changes to are
+/// discarded aside).
+fn touched_tops(
+    before: &BTreeMap<&str, Top<'_>>,
+    after: &BTreeMap<&str, Top<'_>>,
+    ignored: &[&str],
+) -> BTreeSet<String> {
+    before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| !ignored.contains(*k))
+        .filter(|k| match (before.get(*k), after.get(*k)) {
+            (Some(a), Some(b)) => !a.same_as(*b),
+            _ => true,
+        })
+        .map(|k| k.to_string())
+        .collect()
 }
 
 /// Move `metadata.managedFields` (an array) out of an object.
@@ -211,19 +279,6 @@ impl<'a> Top<'a> {
         members(a, a_filtered).count() == members(b, b_filtered).count()
             && members(a, a_filtered).all(|(k, v)| get(k) == Some(v))
     }
-
-    fn to_value(self) -> Value {
-        match self {
-            Top::Value(v) => v.clone(),
-            Top::Metadata(map) => Value::Object(
-                map.iter()
-                    .filter(|(k, _)| is_tracked_metadata(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
-            Top::EmptyMetadata => json!({}),
-        }
-    }
 }
 
 /// The tracked part of a stored object, by top-level field: without `apiVersion`, `kind`,
@@ -251,22 +306,23 @@ fn tracked_tops(object: &Value) -> BTreeMap<&str, Top<'_>> {
 }
 
 /// What a write changed, as field ownership sees it.
-struct Change {
+struct Change<'a> {
     /// Top-level fields whose tracked content differs.
     touched: BTreeSet<String>,
     /// Paths the writer takes: nodes it added and leaves it changed.
     changed: FieldSet,
-    /// Paths present after the write, below the touched fields.
-    present: BTreeSet<FieldPath>,
+    /// The tracked part of the object after the write, by top-level field.
+    after: BTreeMap<&'a str, Top<'a>>,
+    shape: &'a dyn FieldShape,
 }
 
-impl Change {
+impl<'a> Change<'a> {
     fn between(
         old: Option<&Value>,
-        new: &Value,
-        shape: &dyn FieldShape,
+        new: &'a Value,
+        shape: &'a dyn FieldShape,
         ignored: &[&str],
-    ) -> Change {
+    ) -> Change<'a> {
         // A create compares against the kind's empty object.
         let zero;
         let (before_object, mut before) = match old {
@@ -288,32 +344,13 @@ impl Change {
             before.entry("metadata").or_insert(Top::EmptyMetadata);
         }
         let after = tracked_tops(new);
-        let touched: BTreeSet<String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| !ignored.contains(*k))
-            .filter(|k| match (before.get(*k), after.get(*k)) {
-                (Some(a), Some(b)) => !a.same_as(*b),
-                _ => true,
-            })
-            .map(|k| k.to_string())
-            .collect();
-        let part = |tops: &BTreeMap<&str, Top>| -> Value {
-            Value::Object(
-                tops.iter()
-                    .filter(|(k, _)| touched.contains(**k))
-                    .map(|(k, top)| (k.to_string(), top.to_value()))
-                    .collect(),
-            )
-        };
-        let before_part = part(&before);
-        let after_part = part(&after);
-        let (changed, new_nodes) = changed_fields(&before_part, &after_part, shape);
-        let present = new_nodes.into_keys().collect();
+        let touched = touched_tops(&before, &after, ignored);
+        let changed = FieldSet(diff::changed_paths(&before, &after, &touched, shape));
         Change {
             touched,
             changed,
-            present,
+            after,
+            shape,
         }
     }
 
@@ -328,7 +365,9 @@ impl Change {
             Some(PathElement::Field(top)) => self.is_touched(top),
             _ => false,
         };
-        under_touched && (self.changed.contains(path) || !self.present.contains(path))
+        under_touched
+            && (self.changed.contains(path)
+                || !diff::exists(&self.after, &self.touched, path, self.shape))
     }
 }
 
@@ -591,6 +630,8 @@ pub(crate) fn record_update_reference(
     }
     finish(old, new, managers);
 }
+
+mod diff;
 
 #[cfg(test)]
 mod tests;

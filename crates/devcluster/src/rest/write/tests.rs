@@ -77,7 +77,27 @@ fn a_status_write_stores_what_the_plain_formulation_stores() {
     let mut g = Gen(0x57a7_0500);
     for case in 0..5000 {
         let old = object(&mut g);
-        let new = object(&mut g);
+        // Usually the written object is a patched copy of the stored one.
+        let new = match g.below(3) {
+            0 => object(&mut g),
+            _ => {
+                let mut copy = old.clone();
+                if let Some(o) = copy.as_object_mut() {
+                    for key in ["status", "spec", "metadata", "extra"] {
+                        match g.below(4) {
+                            0 => {
+                                o.insert(key.into(), leaf(&mut g));
+                            }
+                            1 => {
+                                o.remove(key);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                copy
+            }
+        };
         assert_eq!(
             super::status_write(&old, new.clone()),
             status_write_reference(&old, new.clone()),
