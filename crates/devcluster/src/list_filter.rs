@@ -95,6 +95,11 @@ fn field_value(obj: &Value, label: &str) -> Option<String> {
 }
 
 impl ListFilter {
+    /// Whether the request selects nothing out (no label and no field selector).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.fields.is_none()
+    }
+
     pub fn from_query(info: &ResourceInfo, query: &Query) -> Result<Self, ApiError> {
         let labels =
             match query.get("labelSelector") {

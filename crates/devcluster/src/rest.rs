@@ -214,54 +214,48 @@ fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
 
 fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
     let filter = ListFilter::from_query(&req.info, &req.query)?;
-    let (objects, rv) = state
-        .store
-        .list(&req.info.storage_key(), req.namespace.as_deref());
     let limit = req
         .query
         .get("limit")
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0);
-    let mut list_rv = rv;
     let mut after: Option<(String, String)> = None;
+    let mut first_rv = None;
     if let Some(token) = req.query.get("continue") {
-        let (first_rv, ns, name) = decode_continue(token)?;
-        list_rv = first_rv;
+        let (rv, ns, name) = decode_continue(token)?;
+        first_rv = Some(rv);
         after = Some((ns, name));
     }
+    // Only the objects this page reads are parsed (older versions are kept as JSON).
+    let (versions, rv) = state.store.list_versions_after(
+        &req.info.storage_key(),
+        req.namespace.as_deref(),
+        after.as_ref(),
+    );
+    let list_rv = first_rv.unwrap_or(rv);
     let mut items: Vec<Arc<Value>> = Vec::new();
     let mut next: Option<String> = None;
-    let mut remaining = 0u64;
-    for obj in objects {
-        let key = (
-            crate::meta::meta_str(&obj, "namespace")
-                .unwrap_or("")
-                .to_string(),
-            crate::meta::meta_str(&obj, "name")
-                .unwrap_or("")
-                .to_string(),
-        );
-        if let Some(a) = &after
-            && key <= *a
-        {
-            continue;
-        }
-        if !filter.matches(&obj) {
-            continue;
-        }
+    // Like the apiserver, the count of what is left is given only without selectors (it
+    // would otherwise mean reading every remaining object).
+    let mut remaining = filter.is_empty().then_some(0u64);
+    for (i, version) in versions.iter().enumerate() {
         if let Some(l) = limit
             && items.len() >= l
         {
-            if next.is_none()
-                && let Some(last) = items.last()
-            {
+            if let Some(last) = items.last() {
                 next = Some(encode_continue(
                     list_rv,
                     crate::meta::meta_str(last, "namespace").unwrap_or(""),
                     crate::meta::meta_str(last, "name").unwrap_or(""),
                 ));
             }
-            remaining += 1;
+            if let Some(r) = remaining.as_mut() {
+                *r = (versions.len() - i) as u64;
+            }
+            break;
+        }
+        let obj = version.tree();
+        if !filter.matches(&obj) {
             continue;
         }
         items.push(obj);
@@ -269,7 +263,9 @@ fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if let Some(n) = &next {
         metadata["continue"] = json!(n);
-        metadata["remainingItemCount"] = json!(remaining);
+        if let Some(r) = remaining {
+            metadata["remainingItemCount"] = json!(r);
+        }
     }
     let presented: Vec<Value> = items.iter().map(|o| present(o, req)).collect();
     let accept = req.accept();

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 mod version;
-use version::Version;
+pub use version::Version;
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,6 +346,33 @@ impl Store {
         let rv = inner.rv;
         drop(inner);
         (trees(versions), rv)
+    }
+
+    /// The stored versions of a resource's objects after `after` (namespace, name), in list
+    /// order, not yet parsed: a page of a list parses only the objects it reads
+    /// ([`Version::tree`]), not every object of the resource.
+    pub fn list_versions_after(
+        &self,
+        group_resource: &str,
+        namespace: Option<&str>,
+        after: Option<&(String, String)>,
+    ) -> (Vec<Arc<Version>>, u64) {
+        let inner = self.lock();
+        let Some(m) = inner.objects.get(group_resource) else {
+            return (Vec::new(), inner.rv);
+        };
+        use std::ops::Bound;
+        let start = (namespace.unwrap_or("").to_string(), String::new());
+        let lower = match after {
+            Some(a) if *a >= start => Bound::Excluded(a.clone()),
+            _ => Bound::Included(start),
+        };
+        let versions = m
+            .range((lower, Bound::Unbounded))
+            .take_while(|((n, _), _)| namespace.is_none_or(|ns| n == ns))
+            .map(|(_, v)| v.clone())
+            .collect();
+        (versions, inner.rv)
     }
 
     /// Waits until the store has reached resourceVersion `rv`, for at most `within`; whether it

@@ -318,3 +318,48 @@ fn the_collector_is_handed_only_the_deletions_it_finishes() {
         .unwrap();
     assert_eq!(names(), ["team", "widgets.example.com"]);
 }
+
+#[test]
+fn a_list_page_starts_after_the_continue_key_and_stays_in_its_namespace() {
+    let store = Store::new(100, 100);
+    for (ns, name) in [("a", "x"), ("b", "m"), ("b", "p"), ("b", "z"), ("c", "a")] {
+        store
+            .write::<()>("configmaps", ns, name, |_, _| {
+                Ok(WriteOp::Put(
+                    json!({"metadata": {"name": name, "namespace": ns}}),
+                ))
+            })
+            .unwrap();
+    }
+    let names = |ns: Option<&str>, after: Option<(&str, &str)>| -> Vec<String> {
+        let after = after.map(|(n, m)| (n.to_string(), m.to_string()));
+        let (versions, rv) = store.list_versions_after("configmaps", ns, after.as_ref());
+        assert_eq!(rv, store.current_rv());
+        versions
+            .iter()
+            .map(|v| {
+                let o = v.tree();
+                format!(
+                    "{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(None, None), ["a/x", "b/m", "b/p", "b/z", "c/a"]);
+    assert_eq!(names(None, Some(("b", "m"))), ["b/p", "b/z", "c/a"]);
+    assert_eq!(names(Some("b"), None), ["b/m", "b/p", "b/z"]);
+    assert_eq!(names(Some("b"), Some(("b", "n"))), ["b/p", "b/z"]);
+    // A key before the namespace starts the page at its first object, one after it ends it.
+    assert_eq!(names(Some("b"), Some(("a", "x"))), ["b/m", "b/p", "b/z"]);
+    assert!(names(Some("b"), Some(("b", "z"))).is_empty());
+    assert!(names(Some("b"), Some(("c", ""))).is_empty());
+    assert!(names(Some("none"), None).is_empty());
+    assert!(
+        store
+            .list_versions_after("secrets", None, None)
+            .0
+            .is_empty()
+    );
+}

@@ -195,6 +195,17 @@ async fn list_selectors_and_pagination() {
         .await
         .unwrap();
     assert_eq!(names(page2), ["d"]);
+    assert_eq!(
+        page1.metadata.remaining_item_count, None,
+        "like the apiserver, not counted under a selector"
+    );
+    let total = api.list(&ListParams::default()).await.unwrap().items.len();
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(
+        first.metadata.remaining_item_count,
+        Some(total as i64 - 2),
+        "counted without selectors"
+    );
 }
 
 #[tokio::test]
