@@ -390,6 +390,38 @@ fn truncate_note(mut note: String) -> String {
     note
 }
 
+/// A context over a Sandbox cache holding `cached` and empty child caches, with a client that
+/// is never used: for tests that call no API.
+#[cfg(test)]
+pub(crate) fn offline_context(cached: impl IntoIterator<Item = CachedSandbox>) -> Context {
+    use kube::runtime::watcher;
+    let (sandboxes, mut writer) = kube::runtime::reflector::store::<CachedSandbox>();
+    for c in cached {
+        writer.apply_watcher_event(&watcher::Event::Apply(c));
+    }
+    let (pods, _) = kube::runtime::reflector::store();
+    let (services, _) = kube::runtime::reflector::store();
+    let (pvcs, _) = kube::runtime::reflector::store();
+    let client = Client::try_from(kube::Config::new(
+        "http://127.0.0.1:1".parse().expect("a valid URL"),
+    ))
+    .expect("a client");
+    let mut registry = prometheus_client::registry::Registry::default();
+    Context::new(
+        client,
+        Stores {
+            sandboxes,
+            pods,
+            pod_index: PodIndex::default(),
+            services,
+            pvcs,
+        },
+        Settings::default(),
+        Metrics::register(&mut registry, None),
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,7 +439,6 @@ mod tests {
 mod memory_tests {
     use super::*;
     use api_types::SandboxSpec;
-    use kube::runtime::watcher;
 
     fn sandbox(name: &str) -> Sandbox {
         let mut sb = Sandbox::new(name, SandboxSpec::default());
@@ -417,31 +448,7 @@ mod memory_tests {
     }
 
     fn context(live: &[&Sandbox]) -> Context {
-        let (sandboxes, mut writer) = kube::runtime::reflector::store::<CachedSandbox>();
-        for sb in live {
-            writer.apply_watcher_event(&watcher::Event::Apply(CachedSandbox::from_sandbox(sb)));
-        }
-        let (pods, _) = kube::runtime::reflector::store();
-        let (services, _) = kube::runtime::reflector::store();
-        let (pvcs, _) = kube::runtime::reflector::store();
-        // A client that is never used: nothing here calls the API.
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
-                .unwrap();
-        let mut registry = prometheus_client::registry::Registry::default();
-        Context::new(
-            client,
-            Stores {
-                sandboxes,
-                pods,
-                pod_index: PodIndex::default(),
-                services,
-                pvcs,
-            },
-            Settings::default(),
-            Metrics::register(&mut registry, None),
-            None,
-        )
+        offline_context(live.iter().map(|sb| CachedSandbox::from_sandbox(sb)))
     }
 
     #[tokio::test]

@@ -3,10 +3,6 @@
 //! be used at all.
 
 use super::*;
-use crate::context::{Settings, Stores};
-use crate::metrics::Metrics;
-use crate::pod_index::PodIndex;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 /// A generated Sandbox as the API server would send it: template spec fields drawn from a
@@ -88,32 +84,7 @@ fn watched(text: &str) -> CachedSandbox {
 }
 
 fn context_with(cached: &[CachedSandbox]) -> Context {
-    let (sandboxes, mut writer) = kube::runtime::reflector::store::<CachedSandbox>();
-    for c in cached {
-        writer.apply_watcher_event(&watcher::Event::Apply(c.clone()));
-    }
-    let (pods, _) = kube::runtime::reflector::store();
-    let (services, _) = kube::runtime::reflector::store();
-    let (pvcs, _) = kube::runtime::reflector::store();
-    // Never used: nothing here calls the API.
-    let client = kube::Client::try_from(kube::Config::new(
-        "http://127.0.0.1:1".parse().expect("a valid URL"),
-    ))
-    .expect("a client");
-    let mut registry = prometheus_client::registry::Registry::default();
-    Context::new(
-        client,
-        Stores {
-            sandboxes,
-            pods,
-            pod_index: PodIndex::default(),
-            services,
-            pvcs,
-        },
-        Settings::default(),
-        Metrics::register(&mut registry, None),
-        None,
-    )
+    crate::context::offline_context(cached.iter().cloned())
 }
 
 #[tokio::test]

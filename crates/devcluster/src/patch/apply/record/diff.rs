@@ -43,6 +43,29 @@ enum Children<'a> {
     Map(&'a [Value], ListType),
 }
 
+/// The set items of the version before, by their identity (none when it held no set there).
+fn set_items_by_id<'a>(before: Option<&Children<'a>>) -> HashMap<String, &'a Value> {
+    match before {
+        Some(Children::Set(old)) => old
+            .iter()
+            .filter_map(|item| Some((list_item_id(item, &ListType::Set)?, item)))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// The map-list elements of the version before, by their key (none when it held no map list
+/// there).
+fn map_items_by_element<'a>(
+    before: Option<&Children<'a>>,
+    list: &ListType,
+) -> HashMap<PathElement, &'a Value> {
+    match before {
+        Some(Children::Map(old, _)) => map_elements(old, list).into_iter().collect(),
+        _ => HashMap::new(),
+    }
+}
+
 fn children_of<'a>(
     node: Top<'a>,
     reached: Reached,
@@ -178,13 +201,7 @@ impl<'s> Walk<'s> {
                 }
             }
             Children::Set(items) => {
-                let was: HashMap<String, &Value> = match before_children {
-                    Some(Children::Set(old)) => old
-                        .iter()
-                        .filter_map(|item| Some((list_item_id(item, &ListType::Set)?, item)))
-                        .collect(),
-                    _ => HashMap::new(),
-                };
+                let was = set_items_by_id(before_children.as_ref());
                 for item in items {
                     let Some(json) = list_item_id(item, &ListType::Set) else {
                         continue;
@@ -196,10 +213,7 @@ impl<'s> Walk<'s> {
                 }
             }
             Children::Map(items, list) => {
-                let was: HashMap<PathElement, &Value> = match before_children {
-                    Some(Children::Map(old, _)) => map_elements(old, &list).into_iter().collect(),
-                    _ => HashMap::new(),
-                };
+                let was = map_items_by_element(before_children.as_ref(), &list);
                 for (element, item) in map_elements(items, &list) {
                     let old = was.get(&element).map(|v| Top::Value(v));
                     self.path.0.push(element);
@@ -330,13 +344,7 @@ fn encode_children<'a>(
             }
         }
         Children::Set(items) => {
-            let was: HashMap<String, &Value> = match before_children {
-                Some(Children::Set(old)) => old
-                    .iter()
-                    .filter_map(|item| Some((list_item_id(item, &ListType::Set)?, item)))
-                    .collect(),
-                _ => HashMap::new(),
-            };
+            let was = set_items_by_id(before_children.as_ref());
             for item in items {
                 let Some(json) = list_item_id(item, &ListType::Set) else {
                     continue;
@@ -350,10 +358,7 @@ fn encode_children<'a>(
             }
         }
         Children::Map(items, list) => {
-            let was: HashMap<PathElement, &Value> = match before_children {
-                Some(Children::Map(old, _)) => map_elements(old, &list).into_iter().collect(),
-                _ => HashMap::new(),
-            };
+            let was = map_items_by_element(before_children.as_ref(), &list);
             for (element, item) in map_elements(items, &list) {
                 let old = was.get(&element).map(|v| Top::Value(v));
                 if let Some(encoded) =
