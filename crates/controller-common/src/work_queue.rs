@@ -181,6 +181,15 @@ impl WorkQueue {
         self.add_key(key_of(namespace, name), Instant::now());
     }
 
+    /// An object handed to the controller of its own kind: its key counts as added.
+    pub fn add_object<K: Resource>(&self, obj: &K) {
+        let meta = obj.meta();
+        self.add(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+    }
+
     fn add_key(&self, key: String, now: Instant) {
         let mut state = lock(&self.shared.state);
         if let std::collections::hash_map::Entry::Vacant(slot) = state.waiting.entry(key) {

@@ -334,13 +334,7 @@ fn queued<K: Resource>(queue: &WorkQueue, refs: Vec<ObjectRef<K>>) -> Vec<Object
 
 /// Counts each object a controller's own stream hands it in the work queue.
 fn add_self<K: Resource>(queue: WorkQueue) -> impl Fn(&Arc<K>) {
-    move |obj| {
-        let meta = obj.meta();
-        queue.add(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        );
-    }
+    move |obj| queue.add_object(&**obj)
 }
 
 /// The three controllers, ready to run.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, store::Writer};
@@ -249,30 +248,21 @@ impl SandboxController {
         let mut config = controller::Config::default().concurrency(options.workers);
         config = config.debounce(std::time::Duration::from_millis(0));
         // Each key handed to the controller is counted in the work-queue metrics on the way.
-        let add_self = |q: WorkQueue| {
-            move |sb: &CachedSandbox| {
-                let meta = sb.meta();
-                q.add(
-                    meta.namespace.as_deref(),
-                    meta.name.as_deref().unwrap_or_default(),
-                );
-            }
-        };
-        let add_owner = |q: WorkQueue| move |meta: &ObjectMeta| q.add_owners::<CachedSandbox>(meta);
-        let (q_pod, q_svc, q_pvc) = (
-            add_owner(queue.clone()),
-            add_owner(queue.clone()),
-            add_owner(queue.clone()),
+        let (q_sb, q_pod, q_svc, q_pvc, tracked) = (
+            queue.clone(),
+            queue.clone(),
+            queue.clone(),
+            queue.clone(),
+            queue.clone(),
         );
-        let tracked = queue.clone();
         let queue = &queue;
         Controller::for_stream(
-            sandbox_stream.inspect_ok(add_self(queue.clone())),
+            sandbox_stream.inspect_ok(move |sb| q_sb.add_object(sb)),
             stores.sandboxes.clone(),
         )
-        .owns_stream(pod_stream.inspect_ok(move |pod| q_pod(pod.meta())))
-        .owns_stream(svc_stream.inspect_ok(move |svc| q_svc(svc.meta())))
-        .owns_stream(pvc_stream.inspect_ok(move |pvc| q_pvc(pvc.meta())))
+        .owns_stream(pod_stream.inspect_ok(move |p| q_pod.add_owners::<CachedSandbox>(p.meta())))
+        .owns_stream(svc_stream.inspect_ok(move |s| q_svc.add_owners::<CachedSandbox>(s.meta())))
+        .owns_stream(pvc_stream.inspect_ok(move |p| q_pvc.add_owners::<CachedSandbox>(p.meta())))
         .with_config(config)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(

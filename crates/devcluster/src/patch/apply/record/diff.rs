@@ -43,6 +43,15 @@ enum Children<'a> {
     Map(&'a [Value], ListType),
 }
 
+/// The members of a node walked field by field (only the tracked ones of `metadata`).
+fn field_members<'a>(node: Top<'a>) -> Box<dyn Iterator<Item = (&'a String, &'a Value)> + 'a> {
+    match node {
+        Top::Value(Value::Object(map)) => Box::new(map.iter()),
+        Top::Metadata(map) => Box::new(map.iter().filter(|(k, _)| is_tracked_metadata(k))),
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
 /// The set items of the version before, by their identity (none when it held no set there).
 fn set_items_by_id<'a>(before: Option<&Children<'a>>) -> HashMap<String, &'a Value> {
     match before {
@@ -181,13 +190,7 @@ impl<'s> Walk<'s> {
         match children_of(after, reached, names, self.shape) {
             Children::None => {}
             Children::Fields => {
-                let members: Box<dyn Iterator<Item = (&'a String, &'a Value)>> = match after {
-                    Top::Value(Value::Object(map)) => Box::new(map.iter()),
-                    Top::Metadata(map) => {
-                        Box::new(map.iter().filter(|(k, _)| is_tracked_metadata(k)))
-                    }
-                    _ => Box::new(std::iter::empty()),
-                };
+                let members = field_members(after);
                 let before_has_fields = matches!(before_children, Some(Children::Fields));
                 for (key, child) in members {
                     let was = before
@@ -324,11 +327,7 @@ fn encode_children<'a>(
     match children_of(after, reached, names, shape) {
         Children::None => {}
         Children::Fields => {
-            let members: Box<dyn Iterator<Item = (&'a String, &'a Value)>> = match after {
-                Top::Value(Value::Object(map)) => Box::new(map.iter()),
-                Top::Metadata(map) => Box::new(map.iter().filter(|(k, _)| is_tracked_metadata(k))),
-                _ => Box::new(std::iter::empty()),
-            };
+            let members = field_members(after);
             let before_has_fields = matches!(before_children, Some(Children::Fields));
             for (key, child) in members {
                 let was = before
