@@ -7,7 +7,7 @@ mod harness;
 use api_types::Sandbox;
 use api_types::keys::{SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_TEMPLATE_REF_HASH_LABEL};
 use extensions_controller::Options;
-use harness::{ExtEnv, SETTLE, claim_ready};
+use harness::{ExtEnv, claim_ready};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +100,7 @@ async fn user_errors_get_their_reasons_and_no_sandbox() {
             .contains("volume claim templates are disallowed by the template")
     );
 
-    tokio::time::sleep(SETTLE).await;
+    ext.settle().await;
     let sandboxes = ext
         .api::<Sandbox>()
         .list(&Default::default())

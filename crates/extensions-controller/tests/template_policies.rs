@@ -94,7 +94,7 @@ async fn managed_default_custom_and_unmanaged() {
     })
     .await;
     let settled = templates.get("tmpl").await.unwrap();
-    tokio::time::sleep(harness::SETTLE).await;
+    ext.settle().await;
     assert_eq!(
         templates
             .get("tmpl")

@@ -88,7 +88,7 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     .await;
     ext.wait_pool_ready("pool", 2).await;
     // Measurement window: let trailing writes (coalesced pool status, events) land.
-    tokio::time::sleep(harness::SETTLE).await;
+    ext.settle().await;
     let all = ext.writes();
     let ours = ext.our_writes();
     eprintln!(
@@ -212,7 +212,7 @@ async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
         (adoption_events(&ext, "loud").await.len() == 1).then_some(())
     })
     .await;
-    tokio::time::sleep(harness::SETTLE).await;
+    ext.settle().await;
     let ours = ext.our_writes();
     assert_eq!(
         claim_controller_writes(&ours),
@@ -229,7 +229,7 @@ async fn with_annotations_off_a_warm_claim_costs_two_writes() {
         ..Default::default()
     };
     let ext = bind_one_warm_claim(claim, "quiet").await;
-    tokio::time::sleep(harness::SETTLE).await;
+    ext.settle().await;
     let ours = ext.our_writes();
     assert_eq!(
         claim_controller_writes(&ours),
@@ -276,7 +276,7 @@ async fn pool_status_is_coalesced_during_a_burst_and_exact_after_it() {
     .await;
     ext.wait_pool_ready("pool", 6).await;
     let elapsed = started.elapsed();
-    tokio::time::sleep(harness::SETTLE).await;
+    ext.settle().await;
     let status = ext
         .api::<api_types::SandboxWarmPool>()
         .get("pool")

@@ -101,6 +101,24 @@ impl ExtEnv {
         text
     }
 
+    /// For "nothing else happens" checks: waits until this controller's work queues are empty
+    /// with nothing running, lets [`SETTLE`] pass (a later write, e.g. a delayed requeue, would
+    /// land in it), and waits for idle queues again. Never used to wait for a result.
+    pub async fn settle(&self) {
+        self.wait_queues_idle().await;
+        tokio::time::sleep(SETTLE).await;
+        self.wait_queues_idle().await;
+    }
+
+    async fn wait_queues_idle(&self) {
+        wait_for(
+            "the extensions controller's work queues idle",
+            DEADLINE,
+            || async { queues_idle(&self.metrics_text()).then_some(()) },
+        )
+        .await;
+    }
+
     pub fn api<K>(&self) -> Api<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
@@ -334,5 +352,25 @@ pub fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
     }
 }
 
-/// A short pause for "nothing else happens" checks; never used to wait for a result.
+/// The window of [`ExtEnv::settle`] for "nothing else happens" checks.
 pub const SETTLE: Duration = Duration::from_millis(1500);
+
+/// Whether the `/metrics` text shows every work queue empty (`workqueue_depth` 0) with nothing
+/// running (`workqueue_unfinished_work_seconds` 0); false when it has no queue at all.
+pub fn queues_idle(metrics_text: &str) -> bool {
+    let mut queues = 0;
+    for line in metrics_text.lines() {
+        let gauge = ["workqueue_depth{", "workqueue_unfinished_work_seconds{"]
+            .iter()
+            .any(|name| line.starts_with(name));
+        if !gauge {
+            continue;
+        }
+        queues += 1;
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+        if value != Some(0.0) {
+            return false;
+        }
+    }
+    queues > 0
+}
