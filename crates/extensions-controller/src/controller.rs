@@ -80,10 +80,23 @@ fn is_ours(sb: &Sandbox) -> bool {
 /// the controllers only ever look at such a Sandbox to tell that a claim's name is taken by
 /// someone else's, and at 10,000 bare Sandboxes their specs and statuses were most of this
 /// process' memory. An event that makes a Sandbox ours carries it whole again.
+///
+/// Of a Sandbox without the pool label (a claim's: adopted or cold) the pod template's spec is
+/// dropped too: only a pool vets a pod spec (`warm_pool::blueprint::is_stale`, on members
+/// carrying its label); a claim reads its Sandbox's metadata, pod-template metadata and status.
+/// Keeping it cost a deep copy into the store on every event of every claimed Sandbox. An
+/// event that labels it again carries the spec again.
 fn slim_sandbox(sb: &mut Sandbox) {
     if !is_ours(sb) {
         sb.spec = Default::default();
         sb.status = None;
+    } else if !sb
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(SANDBOX_WARM_POOL_LABEL))
+    {
+        sb.spec.blueprint.pod_template.spec = PodSpec::default();
     }
 }
 
@@ -663,6 +676,43 @@ mod tests {
         full.metadata.managed_fields = None;
         let lean: Lean<SandboxClaim> = serde_json::from_value(claim).expect("valid");
         assert_eq!(lean.0, full);
+    }
+
+    /// A pool vets its labelled members' pod specs; a claim's Sandbox (no pool label) keeps
+    /// its metadata, pod-template metadata and status, and loses only the pod spec.
+    #[test]
+    fn slimming_keeps_a_members_pod_spec_and_what_a_claim_reads() {
+        let mut member = Sandbox::new("m", Default::default());
+        member.metadata.namespace = Some("ns".into());
+        member.metadata.labels =
+            Some([(SANDBOX_WARM_POOL_LABEL.to_owned(), name_hash("p"))].into());
+        member.spec.blueprint.pod_template.spec.hostname = Some("h".into());
+        member
+            .spec
+            .blueprint
+            .pod_template
+            .metadata
+            .labels
+            .insert("team".into(), "a".into());
+        member.status = Some(api_types::SandboxStatus {
+            node_name: "n1".into(),
+            ..Default::default()
+        });
+        let mut slimmed = member.clone();
+        slim_sandbox(&mut slimmed);
+        assert_eq!(slimmed, member, "a pool member is cached whole");
+
+        let mut claimed = member.clone();
+        claimed.metadata.labels = Some([(SANDBOX_ID_LABEL.to_owned(), "claim-uid".into())].into());
+        let mut slimmed = claimed.clone();
+        slim_sandbox(&mut slimmed);
+        assert_eq!(slimmed.spec.blueprint.pod_template.spec, PodSpec::default());
+        assert_eq!(
+            slimmed.spec.blueprint.pod_template.metadata,
+            claimed.spec.blueprint.pod_template.metadata
+        );
+        assert_eq!(slimmed.metadata, claimed.metadata);
+        assert_eq!(slimmed.status, claimed.status);
     }
 
     #[test]

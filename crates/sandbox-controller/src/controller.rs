@@ -28,6 +28,7 @@ use crate::keys::NAME_HASH_LABEL;
 use crate::metrics::Metrics;
 use crate::pod_index::PodIndex;
 use crate::reconcile::{error_policy, reconcile};
+use crate::sandbox_counts::SandboxCounts;
 use crate::triggers::settled;
 
 /// How to run the Sandbox controller.
@@ -72,6 +73,8 @@ pub struct SandboxController {
         Writer<PersistentVolumeClaim>,
     ),
     metrics: Metrics,
+    /// `agent_sandboxes`' counts, fed from the Sandbox watch after the store.
+    sandbox_counts: SandboxCounts,
     queue: WorkQueue,
 }
 
@@ -96,14 +99,15 @@ fn sandbox_trigger(sb: &CachedSandbox) -> Option<u64> {
 }
 
 impl SandboxController {
-    /// Builds the stores and registers the metrics (including `agent_sandboxes` over the
-    /// Sandbox store) in `registry`.
+    /// Builds the stores and registers the metrics (including `agent_sandboxes`, counted from
+    /// the Sandbox watch) in `registry`.
     pub fn new(client: Client, options: ControllerOptions, registry: &mut Registry) -> Self {
         let (sandboxes, sb_w) = reflector::store::<CachedSandbox>();
         let (pods, pod_w) = reflector::store::<CachedPod>();
         let (services, svc_w) = reflector::store::<Service>();
         let (pvcs, pvc_w) = reflector::store::<PersistentVolumeClaim>();
-        let metrics = Metrics::register(registry, Some(sandboxes.clone()));
+        let sandbox_counts = SandboxCounts::default();
+        let metrics = Metrics::register(registry, Some(sandbox_counts.clone()));
         metrics.set_max_concurrent(options.workers);
         let queue = WorkQueueMetrics::register(registry).queue(crate::metrics::CONTROLLER);
         SandboxController {
@@ -118,6 +122,7 @@ impl SandboxController {
             },
             writers: (sb_w, pod_w, svc_w, pvc_w),
             metrics,
+            sandbox_counts,
             queue,
         }
     }
@@ -135,6 +140,7 @@ impl SandboxController {
             stores,
             writers: (sb_w, pod_w, svc_w, pvc_w),
             metrics,
+            sandbox_counts,
             queue,
         } = self;
         let child_config = if options.label_scoped_cache {
@@ -173,7 +179,12 @@ impl SandboxController {
             )
             .default_backoff()
             .modify(CachedSandbox::slim)
-            .reflect(sb_w),
+            .reflect(sb_w)
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    sandbox_counts.observe(event);
+                }
+            }),
             stores.sandboxes.clone(),
             false,
         )

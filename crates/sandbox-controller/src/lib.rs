@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod pod_index;
 pub mod reconcile;
+pub mod sandbox_counts;
 pub mod status;
 pub mod tracing_context;
 pub mod triggers;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use api_types::{Sandbox, SandboxStatus};
 use controller_common::metrics::{ExemplarHistogram, current_trace_exemplar};
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -20,6 +19,7 @@ use prometheus_client::registry::Registry;
 use crate::cached_sandbox::CachedSandbox;
 use crate::desired::pod::normalize_created_by;
 use crate::keys::{CREATED_BY_LABEL, EXTENSIONS_GROUP, LAUNCH_TYPE_LABEL, TEMPLATE_REF_ANNOTATION};
+pub use crate::sandbox_counts::SandboxCounts;
 use crate::status::{self, reason};
 
 /// Buckets of `agent_sandbox_creation_latency_ms` (milliseconds).
@@ -97,9 +97,9 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Creates the handles and registers them (and the `agent_sandboxes` collector over `store`,
-    /// and the build-info gauge) in `registry`.
-    pub fn register(registry: &mut Registry, store: Option<Store<CachedSandbox>>) -> Self {
+    /// Creates the handles and registers them (and the `agent_sandboxes` collector over
+    /// `counts`, and the build-info gauge) in `registry`.
+    pub fn register(registry: &mut Registry, counts: Option<SandboxCounts>) -> Self {
         let m = Metrics {
             creation_latency_ms: Family::new_with_constructor(creation_histogram),
             reconcile_total: Family::default(),
@@ -145,8 +145,8 @@ impl Metrics {
             m.max_concurrent_reconciles.clone(),
         );
         registry.register_collector(Box::new(BuildInfo));
-        if let Some(store) = store {
-            registry.register_collector(Box::new(SandboxCollector { store }));
+        if let Some(counts) = counts {
+            registry.register_collector(Box::new(SandboxCollector { counts }));
         }
         m
     }
@@ -243,44 +243,94 @@ pub fn launch_type(sandbox: &impl Resource) -> &'static str {
 
 /// The template annotation, else `unknown`.
 pub fn sandbox_template(sandbox: &impl Resource) -> String {
+    sandbox_template_of(sandbox).to_string()
+}
+
+fn sandbox_template_of(sandbox: &impl Resource) -> &str {
     sandbox
-        .annotations()
-        .get(TEMPLATE_REF_ANNOTATION)
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TEMPLATE_REF_ANNOTATION))
+        .map(String::as_str)
         .filter(|v| !v.is_empty())
-        .cloned()
-        .unwrap_or_else(|| "unknown".to_string())
+        .unwrap_or("unknown")
+}
+
+/// The series a Sandbox counts toward in `agent_sandboxes`, borrowed from the Sandbox (compared
+/// with a series already counted without allocating; [`SeriesView::to_labels`] owns it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesView<'a> {
+    pub namespace: &'a str,
+    pub ready: bool,
+    pub expired: bool,
+    pub launch_type: &'static str,
+    pub sandbox_template: &'a str,
+    pub owned_by: &'a str,
+    pub created_by: &'static str,
+}
+
+impl<'a> SeriesView<'a> {
+    pub fn of(sandbox: &'a impl SandboxView) -> Self {
+        let ready = sandbox
+            .sandbox_status()
+            .and_then(status::ready_condition_of);
+        let meta = sandbox.meta();
+        let owned_by = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .filter(|r| r.api_version.split_once('/').map(|(g, _)| g) == Some(EXTENSIONS_GROUP))
+            .map(|r| r.kind.as_str())
+            .filter(|k| *k == "SandboxClaim" || *k == "SandboxWarmPool")
+            .unwrap_or("None");
+        SeriesView {
+            namespace: meta.namespace.as_deref().unwrap_or_default(),
+            ready: ready.is_some_and(|c| c.status == "True"),
+            expired: ready.is_some_and(|c| c.reason == reason::SANDBOX_EXPIRED),
+            launch_type: launch_type(sandbox),
+            sandbox_template: sandbox_template_of(sandbox),
+            owned_by,
+            created_by: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CREATED_BY_LABEL))
+                .map_or("unknown", |v| normalize_created_by(v)),
+        }
+    }
+
+    pub fn to_labels(&self) -> SandboxLabels {
+        SandboxLabels {
+            namespace: self.namespace.to_string(),
+            ready_condition: self.ready.to_string(),
+            expired: self.expired.to_string(),
+            launch_type: self.launch_type.to_string(),
+            sandbox_template: self.sandbox_template.to_string(),
+            owned_by: self.owned_by.to_string(),
+            created_by: self.created_by.to_string(),
+        }
+    }
+
+    /// Whether `labels` is this series.
+    pub fn is(&self, labels: &SandboxLabels) -> bool {
+        self.namespace == labels.namespace
+            && bool_label(self.ready) == labels.ready_condition
+            && bool_label(self.expired) == labels.expired
+            && self.launch_type == labels.launch_type
+            && self.sandbox_template == labels.sandbox_template
+            && self.owned_by == labels.owned_by
+            && self.created_by == labels.created_by
+    }
+}
+
+fn bool_label(value: bool) -> &'static str {
+    if value { "true" } else { "false" }
 }
 
 /// The series a Sandbox counts toward in `agent_sandboxes`.
 pub fn sandbox_labels(sandbox: &impl SandboxView) -> SandboxLabels {
-    let ready = sandbox
-        .sandbox_status()
-        .and_then(status::ready_condition_of);
-    let owned_by = sandbox
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .filter(|r| r.api_version.split_once('/').map(|(g, _)| g) == Some(EXTENSIONS_GROUP))
-        .map(|r| r.kind.as_str())
-        .filter(|k| *k == "SandboxClaim" || *k == "SandboxWarmPool")
-        .unwrap_or("None");
-    SandboxLabels {
-        namespace: sandbox.namespace().unwrap_or_default(),
-        ready_condition: ready.is_some_and(|c| c.status == "True").to_string(),
-        expired: ready
-            .is_some_and(|c| c.reason == reason::SANDBOX_EXPIRED)
-            .to_string(),
-        launch_type: launch_type(sandbox).to_string(),
-        sandbox_template: sandbox_template(sandbox),
-        owned_by: owned_by.to_string(),
-        created_by: sandbox
-            .labels()
-            .get(CREATED_BY_LABEL)
-            .map_or("unknown", |v| normalize_created_by(v))
-            .to_string(),
-    }
+    SeriesView::of(sandbox).to_labels()
 }
 
 /// Counts Sandboxes per label combination; combinations with none are absent.
@@ -294,31 +344,24 @@ pub fn count_sandboxes<'a, S: SandboxView + 'a>(
     counts
 }
 
-/// `agent_sandboxes`, computed on each scrape from the reflector's in-memory store (no API call).
+/// `agent_sandboxes`, read from the counts the watch keeps up to date ([`SandboxCounts`]): a
+/// scrape costs one line per series, not a pass over every cached Sandbox.
+#[derive(Debug)]
 struct SandboxCollector {
-    store: Store<CachedSandbox>,
-}
-
-impl std::fmt::Debug for SandboxCollector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SandboxCollector")
-    }
+    counts: SandboxCounts,
 }
 
 impl Collector for SandboxCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let snapshot = self.store.state();
-        let counts = count_sandboxes(snapshot.iter().map(|s| s.as_ref()));
         let mut metric = encoder.encode_descriptor(
             "agent_sandboxes",
             "Monitor the point-in-time number of sandboxes in the cluster.",
             None,
             MetricType::Gauge,
         )?;
-        for (labels, count) in &counts {
-            ConstGauge::new(*count).encode(metric.encode_family(labels)?)?;
-        }
-        Ok(())
+        self.counts.for_each_series(|labels, count| {
+            ConstGauge::new(count).encode(metric.encode_family(labels)?)
+        })
     }
 }
 

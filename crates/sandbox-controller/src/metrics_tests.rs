@@ -152,11 +152,11 @@ fn created_by_is_normalized() {
 #[test]
 fn exposition_has_reference_names_and_buckets() {
     let mut registry = Registry::default();
-    let (store, mut writer) = kube::runtime::reflector::store::<CachedSandbox>();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(
+    let counts = SandboxCounts::default();
+    counts.observe(&kube::runtime::watcher::Event::Apply(
         CachedSandbox::from_sandbox(&with_ready(sandbox("default"), "True", "DependenciesReady")),
     ));
-    let metrics = Metrics::register(&mut registry, Some(store));
+    let metrics = Metrics::register(&mut registry, Some(counts));
     metrics.observe_creation_latency(
         CreationLatencyLabels {
             namespace: "default".into(),
