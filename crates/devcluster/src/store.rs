@@ -339,6 +339,13 @@ impl Store {
         Some(version.tree())
     }
 
+    /// Whether the object exists (`None` when it does not) and is terminating (it has a
+    /// `deletionTimestamp`), without parsing it when it is kept as JSON.
+    pub fn terminating(&self, group_resource: &str, namespace: &str, name: &str) -> Option<bool> {
+        let version = lookup(&self.lock(), group_resource, namespace, name)?;
+        Some(version.is_terminating())
+    }
+
     /// Objects of a resource (in one namespace, or all when `None`), sorted by namespace and
     /// name, with the current resourceVersion.
     pub fn list(&self, group_resource: &str, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {

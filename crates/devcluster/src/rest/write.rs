@@ -90,9 +90,9 @@ fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Re
     let Some(ns) = req.namespace.as_deref() else {
         return Ok(());
     };
-    match state.store.get("namespaces", "", ns) {
+    match state.store.terminating("namespaces", "", ns) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
+        Some(true) => {
             let mut e = ApiError::forbidden(
                 &req.info.group,
                 &req.info.plural,
@@ -110,7 +110,7 @@ fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Re
             }
             Err(e)
         }
-        Some(_) => Ok(()),
+        Some(false) => Ok(()),
     }
 }
 
