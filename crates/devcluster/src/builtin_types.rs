@@ -11,6 +11,21 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::registry::ResourceInfo;
+use crate::store::notes::NoteTable;
+
+/// Pod versions known to decode into their type and to have no fields it lacks ("clean"),
+/// noted by the writes that stored them ([`note_written`]).
+static CLEAN: std::sync::LazyLock<NoteTable<()>> = std::sync::LazyLock::new(NoteTable::new);
+
+/// Whether versions of this kind are noted: Pods, the built-in kind written most often.
+fn tracked(info: &ResourceInfo) -> bool {
+    !info.is_custom() && info.group.is_empty() && info.plural == "pods"
+}
+
+/// Whether the stored version `obj` is known to be clean.
+fn is_clean(info: &ResourceInfo, obj: &Value) -> bool {
+    tracked(info) && CLEAN.get(obj).is_some()
+}
 
 fn round_trip<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
     // Read from the borrowed value: no copy of the object to decode it.
@@ -63,10 +78,26 @@ fn typed_form(info: &ResourceInfo, obj: &Value) -> Option<Value> {
     }
 }
 
+/// What checking a built-in object against its type found.
+struct Found {
+    /// Paths (`.spec.foo`) of the fields the type does not have.
+    dropped: Vec<String>,
+    /// Whether the object decodes into its type (else nothing is dropped).
+    decoded: bool,
+}
+
 /// Drops the fields a built-in kind's type does not have; returns their paths (`.spec.foo`).
-pub fn drop_unknown_fields(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
+#[cfg(test)]
+fn drop_unknown_fields(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
+    drop_unknown_fields_found(info, obj).dropped
+}
+
+fn drop_unknown_fields_found(info: &ResourceInfo, obj: &mut Value) -> Found {
     let Some(typed) = typed_form(info, obj) else {
-        return Vec::new();
+        return Found {
+            dropped: Vec::new(),
+            decoded: false,
+        };
     };
     let mut dropped = Vec::new();
     crate::schema_glue::dropped_fields(obj, &typed, "", &mut dropped);
@@ -77,7 +108,42 @@ pub fn drop_unknown_fields(info: &ResourceInfo, obj: &mut Value) -> Vec<String> 
             remove_path(obj, path);
         }
     }
-    dropped
+    Found {
+        dropped,
+        decoded: true,
+    }
+}
+
+/// [`drop_unknown_fields_found`] for a write onto `clean_stored`, a stored version known to
+/// decode and to have no unknown fields: only the top-level members of `obj` that differ from
+/// it are decoded and encoded again. The types decode each top-level member on its own, so the
+/// members equal to the stored ones decode and drop nothing, as they did there; the others are
+/// checked in an object of their own (the rest set aside and put back). Same result as checking
+/// the whole object.
+fn drop_unknown_fields_onto(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    clean_stored: Option<&Value>,
+) -> Found {
+    let (Some(Value::Object(stored)), Value::Object(members)) = (clean_stored, &mut *obj) else {
+        return drop_unknown_fields_found(info, obj);
+    };
+    let unchanged: Vec<String> = members
+        .iter()
+        .filter(|(k, v)| {
+            !matches!(k.as_str(), "apiVersion" | "kind") && stored.get(k.as_str()) == Some(*v)
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    let set_aside: Vec<(String, Value)> = unchanged
+        .iter()
+        .filter_map(|k| members.remove_entry(k.as_str()))
+        .collect();
+    let found = drop_unknown_fields_found(info, obj);
+    if let Value::Object(members) = obj {
+        members.extend(set_aside);
+    }
+    found
 }
 
 /// Drops unknown fields of a built-in object; with `fieldValidation=Strict` (kubectl's default)
@@ -87,11 +153,26 @@ pub fn admit(
     info: &ResourceInfo,
     obj: &mut Value,
 ) -> Result<(), crate::api_error::ApiError> {
-    let dropped = drop_unknown_fields(info, obj);
-    if dropped.is_empty() || query.get("fieldValidation") != Some("Strict") {
-        return Ok(());
+    admit_onto(query, info, obj, None).map(|_| ())
+}
+
+/// [`admit`] for a write onto the stored version `stored` (none for a create): when that
+/// version is noted clean, only the top-level members the write
+/// changed are checked. Returns whether the admitted object is clean (it decodes into its type
+/// and, its unknown fields dropped, has none).
+pub fn admit_onto(
+    query: &crate::server::Query,
+    info: &ResourceInfo,
+    obj: &mut Value,
+    stored: Option<&Value>,
+) -> Result<bool, crate::api_error::ApiError> {
+    let clean_stored = stored.filter(|s| is_clean(info, s));
+    let found = drop_unknown_fields_onto(info, obj, clean_stored);
+    if found.dropped.is_empty() || query.get("fieldValidation") != Some("Strict") {
+        return Ok(found.decoded);
     }
-    let fields = dropped
+    let fields = found
+        .dropped
         .iter()
         .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
         .collect::<Vec<_>>()
@@ -101,6 +182,35 @@ pub fn admit(
         kind = info.kind,
         version = info.storage_version(),
     )))
+}
+
+/// Notes the stored version `obj` as clean when the write that stored it
+/// admitted a clean object (`admitted_clean`) onto a version noted clean, or onto nothing (a
+/// create): the stored object is then the admitted one's members, the earlier version's, and
+/// fields the server sets. Debug builds check it against the whole-object check.
+pub fn note_written(
+    info: &ResourceInfo,
+    admitted_clean: bool,
+    before: Option<&Value>,
+    obj: &Value,
+) {
+    if !admitted_clean || !tracked(info) {
+        return;
+    }
+    if before.is_some_and(|b| !is_clean(info, b)) {
+        return;
+    }
+    #[cfg(debug_assertions)]
+    {
+        let mut copy = obj.clone();
+        let found = drop_unknown_fields_found(info, &mut copy);
+        debug_assert!(
+            found.decoded && found.dropped.is_empty(),
+            "a version noted clean is not: {:?} in {obj}",
+            found.dropped
+        );
+    }
+    CLEAN.note(obj, ());
 }
 
 /// Splits `.a.b[2].c` into steps.
@@ -169,6 +279,9 @@ fn remove_path(obj: &mut Value, path: &str) {
         map.remove(*k);
     }
 }
+
+#[cfg(test)]
+mod onto_tests;
 
 #[cfg(test)]
 mod tests {

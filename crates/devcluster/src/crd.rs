@@ -2,12 +2,16 @@
 //! turning it into a served resource at once, and the custom-resource write pipeline
 //! (prune, default, validate).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::api_error::{ApiError, Cause};
 use crate::registry::{ResourceInfo, ScaleSpec};
+use crate::schema::StructuralSchema;
 use crate::server::SharedState;
 use crate::store::WriteOutcome;
+use crate::store::notes::NoteTable;
 
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
@@ -331,26 +335,40 @@ pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutc
     }
 }
 
+/// Custom-resource versions noted with the schema they were pruned and defaulted under by the
+/// write that stored them ([`note_admitted`]).
+static ADMITTED_UNDER: std::sync::LazyLock<NoteTable<Arc<StructuralSchema>>> =
+    std::sync::LazyLock::new(NoteTable::new);
+
 /// The custom-resource write pipeline: prune unknown fields, default, validate (422 with field
 /// causes). `old` is the stored object on update. With `fieldValidation=Strict`, fields the
-/// schema does not know are a 400 instead of being dropped silently.
+/// schema does not know are a 400 instead of being dropped silently. Returns the schema the
+/// object was admitted under (none for kinds without one), for [`note_admitted`].
+///
+/// When `old` was itself admitted under this very schema (a note), only the top-level members
+/// the write changed are pruned and defaulted: the others are as that admission left them.
 pub fn validate_custom(
     req_query: &crate::server::Query,
     version: &str,
     info: &ResourceInfo,
     old: Option<&Value>,
     new: &mut Value,
-) -> Result<(), ApiError> {
+) -> Result<Option<Arc<StructuralSchema>>, ApiError> {
     if info.crd.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let Some(schema) = info
-        .schema_for(version)
-        .or_else(|| info.schema_for(info.storage_version()))
+        .shared_schema_for(version)
+        .or_else(|| info.shared_schema_for(info.storage_version()))
     else {
-        return Ok(());
+        return Ok(None);
     };
-    let (dropped, causes) = crate::schema_glue::admit(schema, old, new);
+    let old_admitted_here = old.is_some_and(|o| {
+        ADMITTED_UNDER
+            .get(o)
+            .is_some_and(|under| Arc::ptr_eq(&under, schema))
+    });
+    let (dropped, causes) = crate::schema_glue::admit_onto(schema, old, old_admitted_here, new);
     if !dropped.is_empty() && req_query.get("fieldValidation") == Some("Strict") {
         let fields = dropped
             .iter()
@@ -363,11 +381,40 @@ pub fn validate_custom(
         )));
     }
     if causes.is_empty() {
-        Ok(())
+        Ok(Some(schema.clone()))
     } else {
         let name = crate::meta::meta_str(new, "name").unwrap_or("").to_string();
         Err(ApiError::invalid(&info.group, &info.kind, &name, causes))
     }
+}
+
+/// Notes the stored custom resource `obj` as admitted under `schema` when the write that
+/// stored it admitted its object under that schema onto nothing (a create) or onto a version
+/// noted under the same schema: its members are then the admitted object's, the earlier
+/// version's, and metadata the server sets. Debug builds check that pruning and defaulting it
+/// again changes nothing.
+pub fn note_admitted(schema: Option<&Arc<StructuralSchema>>, before: Option<&Value>, obj: &Value) {
+    let Some(schema) = schema else {
+        return;
+    };
+    if before.is_some_and(|b| {
+        !ADMITTED_UNDER
+            .get(b)
+            .is_some_and(|under| Arc::ptr_eq(&under, schema))
+    }) {
+        return;
+    }
+    #[cfg(debug_assertions)]
+    {
+        let mut copy = obj.clone();
+        let dropped = schema.prune_reporting(&mut copy);
+        schema.apply_defaults(&mut copy);
+        debug_assert!(
+            dropped.is_empty() && copy == *obj,
+            "a version noted as admitted is not a fixed point: {dropped:?} in {obj}"
+        );
+    }
+    ADMITTED_UNDER.note(obj, schema.clone());
 }
 
 #[cfg(test)]

@@ -94,6 +94,17 @@ impl ResourceInfo {
         self.versions.first().map(String::as_str).unwrap_or("v1")
     }
 
+    /// [`ResourceInfo::schema_for`], shared: the same `Arc` for as long as the CRD is unchanged.
+    pub fn shared_schema_for(
+        &self,
+        version: &str,
+    ) -> Option<&Arc<crate::schema::StructuralSchema>> {
+        self.schemas
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, s)| s)
+    }
+
     pub fn schema_for(&self, version: &str) -> Option<&crate::schema::StructuralSchema> {
         self.schemas
             .iter()

@@ -73,16 +73,52 @@ fn missing_members(before: &Value, after: &Value, path: &mut String, out: &mut V
 
 /// Prune, default and validate a custom resource; field causes of a 422 when invalid. Returns the
 /// paths pruning dropped (for `fieldValidation`).
+#[cfg(test)]
 pub fn admit(
     schema: &StructuralSchema,
     old: Option<&Value>,
     new: &mut Value,
 ) -> (Vec<String>, Vec<Cause>) {
+    admit_onto(schema, old, false, new)
+}
+
+/// [`admit`]; when `old_admitted_here` (the stored `old` was itself pruned and defaulted under
+/// this schema, and has not changed since), the top-level members of `new` equal to `old`'s are
+/// set aside while pruning and defaulting: pruning and defaulting work member by member, and
+/// those members are what the same steps made of them before (they drop nothing and gain no
+/// default). A default the reduced object gains for a member set aside is replaced by it.
+/// Validation sees the whole object (and skips unchanged values itself).
+pub fn admit_onto(
+    schema: &StructuralSchema,
+    old: Option<&Value>,
+    old_admitted_here: bool,
+    new: &mut Value,
+) -> (Vec<String>, Vec<Cause>) {
+    let set_aside: Vec<(String, Value)> = match (old, &mut *new) {
+        (Some(Value::Object(old)), Value::Object(members)) if old_admitted_here => {
+            let unchanged: Vec<String> = members
+                .iter()
+                .filter(|(k, v)| old.get(k.as_str()) == Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            unchanged
+                .iter()
+                .filter_map(|k| members.remove_entry(k.as_str()))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let dropped = schema.prune_reporting(new);
     schema.apply_defaults(new);
+    if let Value::Object(members) = new {
+        members.extend(set_aside);
+    }
     let errors = match old {
         Some(old) => schema.validate_update(new, old),
         None => schema.validate(new),
     };
     (dropped, crate::patch_glue::causes_of(&errors))
 }
+
+#[cfg(test)]
+mod onto_tests;

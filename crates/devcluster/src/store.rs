@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+pub mod notes;
 mod version;
 pub use version::Version;
 
@@ -338,6 +339,13 @@ impl Store {
         Some(version.tree())
     }
 
+    /// Whether the object exists (`None` when it does not) and is terminating (it has a
+    /// `deletionTimestamp`), without parsing it when it is kept as JSON.
+    pub fn terminating(&self, group_resource: &str, namespace: &str, name: &str) -> Option<bool> {
+        let version = lookup(&self.lock(), group_resource, namespace, name)?;
+        Some(version.is_terminating())
+    }
+
     /// Objects of a resource (in one namespace, or all when `None`), sorted by namespace and
     /// name, with the current resourceVersion.
     pub fn list(&self, group_resource: &str, namespace: Option<&str>) -> (Vec<Arc<Value>>, u64) {
@@ -546,8 +554,7 @@ impl Store {
             event: None,
         };
         let next_rv = inner.rv + 1;
-        let key = (namespace.to_string(), name.to_string());
-        let okey = ObjectKey {
+        let okey = || ObjectKey {
             group_resource: group_resource.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -563,16 +570,29 @@ impl Store {
                 inner.rv = next_rv;
                 set_rv(&mut obj, next_rv);
                 let obj = Arc::new(obj);
-                if let Some(cur) = &current {
-                    unindex(inner, &okey, &cur.tree);
+                // Most writes change nothing the indexes hold (owners, uid, whether the
+                // garbage collector finishes the object): they are left as they are then.
+                let reindex = current
+                    .as_ref()
+                    .is_none_or(|cur| index_facts(&cur.tree) != index_facts(&obj));
+                if reindex {
+                    let okey = okey();
+                    if let Some(cur) = &current {
+                        unindex(inner, &okey, &cur.tree);
+                    }
+                    index(inner, &okey, &obj);
                 }
-                index(inner, &okey, &obj);
                 let version = Arc::new(Version::new(obj.clone()));
-                inner
-                    .objects
-                    .entry(group_resource.to_string())
-                    .or_default()
-                    .insert(key, version.clone());
+                let objects = match inner.objects.get_mut(group_resource) {
+                    Some(objects) => objects,
+                    None => inner.objects.entry(group_resource.to_string()).or_default(),
+                };
+                match objects.get_mut(&(namespace, name) as &dyn NameKey) {
+                    Some(stored) => *stored = version.clone(),
+                    None => {
+                        objects.insert((namespace.to_string(), name.to_string()), version.clone());
+                    }
+                }
                 let event_type = if current.is_some() {
                     EventType::Modified
                 } else {
@@ -607,9 +627,9 @@ impl Store {
                 };
                 set_rv(&mut last, next_rv);
                 let last = Arc::new(last);
-                unindex(inner, &okey, &cur.tree);
+                unindex(inner, &okey(), &cur.tree);
                 if let Some(m) = inner.objects.get_mut(group_resource) {
-                    m.remove(&key);
+                    m.remove(&(namespace, name) as &dyn NameKey);
                 }
                 let event = self.emit(
                     inner,
@@ -787,8 +807,81 @@ fn lookup(
     inner
         .objects
         .get(group_resource)?
-        .get(&(namespace.to_string(), name.to_string()))
+        .get(&(namespace, name) as &dyn NameKey)
         .cloned()
+}
+
+/// A stored object's (namespace, name), owned (the object maps' keys) or borrowed (a lookup),
+/// so that a lookup does not copy the names it looks for. Ordered as the owned tuple is.
+trait NameKey {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl NameKey for (String, String) {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl NameKey for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn NameKey + 'a> for (String, String) {
+    fn borrow(&self) -> &(dyn NameKey + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn NameKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn NameKey + '_ {}
+
+impl PartialOrd for dyn NameKey + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn NameKey + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// What the store's indexes keep of an object: its owners' uids, its uid, and whether the
+/// garbage collector finishes its deletion. A write that changes none of them leaves the
+/// indexes alone.
+#[derive(PartialEq)]
+struct IndexFacts<'a> {
+    owners: Vec<&'a str>,
+    uid: Option<&'a str>,
+    deletion: Option<&'a Value>,
+    finalizers: Option<&'a Value>,
+}
+
+fn index_facts(obj: &Value) -> IndexFacts<'_> {
+    let meta = obj.get("metadata");
+    IndexFacts {
+        owners: meta
+            .and_then(|m| m.get("ownerReferences"))
+            .and_then(Value::as_array)
+            .map(|refs| {
+                refs.iter()
+                    .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        uid: meta.and_then(|m| m.get("uid")).and_then(Value::as_str),
+        deletion: meta.and_then(|m| m.get("deletionTimestamp")),
+        finalizers: meta.and_then(|m| m.get("finalizers")),
+    }
 }
 
 /// The objects of stored versions (those kept as JSON parsed again), outside the store lock.

@@ -200,7 +200,8 @@ pub fn bind(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiE
         ));
     };
     let now = meta::now_rfc3339();
-    state
+    let mut bound_from = None;
+    let outcome = state
         .store
         .write("pods", req.namespace_or_empty(), &name, |current, _| {
             let Some(current) = current else {
@@ -226,11 +227,16 @@ pub fn bind(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiE
                     &format!("pod {name} is already assigned to node \"{existing}\""),
                 ));
             }
+            bound_from = Some(current.clone());
             let mut new = (**current).clone();
             path_set(&mut new, ".spec.nodeName", json!(node));
             crate::kinds::set_condition(&mut new, "PodScheduled", "True", None, None, &now);
             Ok(WriteOp::Put(new))
         })?;
+    // The binding adds only a node name and a condition to the stored Pod.
+    if let (crate::store::WriteOutcome::Updated(obj), Some(before)) = (&outcome, &bound_from) {
+        crate::builtin_types::note_written(&req.info, true, Some(&**before), obj);
+    }
     Ok(json_response(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),

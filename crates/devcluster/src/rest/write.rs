@@ -90,9 +90,9 @@ fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Re
     let Some(ns) = req.namespace.as_deref() else {
         return Ok(());
     };
-    match state.store.get("namespaces", "", ns) {
+    match state.store.terminating("namespaces", "", ns) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => {
+        Some(true) => {
             let mut e = ApiError::forbidden(
                 &req.info.group,
                 &req.info.plural,
@@ -110,7 +110,7 @@ fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Re
             }
             Err(e)
         }
-        Some(_) => Ok(()),
+        Some(false) => Ok(()),
     }
 }
 
@@ -132,7 +132,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut obj = parse_body(req)?;
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
-    crate::builtin_types::admit(&req.query, &info, &mut obj)?;
+    let admitted_clean = crate::builtin_types::admit_onto(&req.query, &info, &mut obj, None)?;
     check_new_event(
         &info,
         &obj,
@@ -246,7 +246,8 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 meta_causes,
             ));
         }
-        crate::crd::validate_custom(&req.query, &req.version, &info, None, &mut candidate)?;
+        let admitted_under =
+            crate::crd::validate_custom(&req.query, &req.version, &info, None, &mut candidate)?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
@@ -273,6 +274,8 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 let Some(obj) = committed.outcome.object() else {
                     return Err(ApiError::internal("create stored nothing"));
                 };
+                crate::builtin_types::note_written(&info, admitted_clean, None, obj);
+                crate::crd::note_admitted(admitted_under.as_ref(), None, obj);
                 crate::crd::after_write(state, &info, &committed.outcome);
                 return Ok(object_response(
                     StatusCode::CREATED,
@@ -530,7 +533,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut body = parse_body(req)?;
     check_type_meta(req, &body)?;
     let info = req.info.clone();
-    crate::builtin_types::admit(&req.query, &info, &mut body)?;
+    let admitted_clean = crate::builtin_types::admit_onto(&req.query, &info, &mut body, None)?;
     let body = crate::event_versions::into_storage(&info, body);
     let name = req.name.clone().unwrap_or_default();
     if let Some(n) = meta::meta_str(&body, "name")
@@ -564,6 +567,8 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let sub = req.subresource.clone();
     let dry = dry_run(req);
     let mut dry_result = None;
+    // The version the committed computation wrote onto, and the schema it admitted under.
+    let mut written_onto = None;
     let now = meta::now_rfc3339();
     let committed = state.store.write_optimistic(
         &info.storage_key(),
@@ -614,7 +619,14 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 _ => {}
             }
             let mut new = prepare_update(state, &info, sub.as_deref(), current, body.clone())?;
-            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
+            let admitted_under = crate::crd::validate_custom(
+                &req.query,
+                &req.version,
+                &info,
+                Some(current),
+                &mut new,
+            )?;
+            written_onto = Some((current.clone(), admitted_under));
             bump_generation(&info, current, &mut new);
             crate::patch_glue::record_update(
                 Some(current),
@@ -631,6 +643,12 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
+    if let (WriteOutcome::Updated(obj), Some((before, admitted_under))) =
+        (&committed.outcome, &written_onto)
+    {
+        crate::builtin_types::note_written(&info, admitted_clean, Some(&**before), obj);
+        crate::crd::note_admitted(admitted_under.as_ref(), Some(&**before), obj);
+    }
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 
@@ -710,6 +728,9 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     }
     let now = meta::now_rfc3339();
     let mut dry_result = None;
+    // The version the committed computation wrote onto, whether what it admitted is clean for
+    // its built-in type, and the schema it admitted under.
+    let mut written_onto = None;
     let ns = req.namespace_or_empty().to_string();
     let needs_namespace_check = kind == crate::patch_glue::PatchKind::Apply
         && state.store.get(&info.storage_key(), &ns, &name).is_none();
@@ -742,7 +763,8 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 sub.as_deref(),
                 &now,
             )?;
-            crate::builtin_types::admit(&req.query, &info, &mut patched)?;
+            let admitted_clean =
+                crate::builtin_types::admit_onto(&req.query, &info, &mut patched, Some(current))?;
             let patched = crate::event_versions::into_storage(&info, patched);
             if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta::meta_str(current, "resourceVersion")
@@ -750,7 +772,14 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 return Err(ApiError::stale(&info.group, &info.plural, &name));
             }
             let mut new = prepare_update(state, &info, sub.as_deref(), current, patched)?;
-            crate::crd::validate_custom(&req.query, &req.version, &info, Some(current), &mut new)?;
+            let admitted_under = crate::crd::validate_custom(
+                &req.query,
+                &req.version,
+                &info,
+                Some(current),
+                &mut new,
+            )?;
+            written_onto = Some((current.clone(), admitted_clean, admitted_under));
             bump_generation(&info, current, &mut new);
             if kind != crate::patch_glue::PatchKind::Apply {
                 crate::patch_glue::record_update(
@@ -768,6 +797,12 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             }
             Ok(finish(new))
         })?;
+    if let (WriteOutcome::Updated(obj), Some((before, admitted_clean, admitted_under))) =
+        (&committed.outcome, &written_onto)
+    {
+        crate::builtin_types::note_written(&info, *admitted_clean, Some(&**before), obj);
+        crate::crd::note_admitted(admitted_under.as_ref(), Some(&**before), obj);
+    }
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 

@@ -221,3 +221,47 @@ fn short_histories_and_compactions_age_their_events() {
     assert!(second.object_is_encoded(), "dropped by the compaction");
     assert_eq!(store.get("things", "default", "b"), Some(b));
 }
+
+/// Whether an object is terminating reads the same from its tree and from its JSON, for
+/// objects with and without a `deletionTimestamp` (also a null one, and metadata that is not
+/// an object), and a missing object is `None`.
+#[test]
+fn terminating_reads_the_same_from_trees_and_from_json() {
+    let store = Store::new(2, 100);
+    let cases = [
+        ("plain", object("plain", json!(1))),
+        (
+            "deleting",
+            json!({"metadata": {"name": "deleting", "namespace": "default",
+                "deletionTimestamp": "2024-01-02T03:04:05Z"}}),
+        ),
+        (
+            "null",
+            json!({"metadata": {"name": "null", "namespace": "default", "deletionTimestamp": null}}),
+        ),
+        ("odd", json!({"metadata": "not an object", "data": 1})),
+    ];
+    let mut events = Vec::new();
+    for (name, obj) in &cases {
+        let (tree, event) = commit(&store, name, obj.clone());
+        let expected = tree.pointer("/metadata/deletionTimestamp").is_some();
+        assert_eq!(expected, *name == "deleting" || *name == "null");
+        assert!(!event.object_is_encoded());
+        assert_eq!(
+            store.terminating("things", "default", name),
+            Some(expected),
+            "{name}"
+        );
+        events.push((*name, event, expected));
+    }
+    store.compact();
+    for (name, event, expected) in events {
+        assert!(event.object_is_encoded(), "{name}");
+        assert_eq!(
+            store.terminating("things", "default", name),
+            Some(expected),
+            "{name}"
+        );
+    }
+    assert_eq!(store.terminating("things", "default", "absent"), None);
+}

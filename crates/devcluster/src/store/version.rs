@@ -45,6 +45,39 @@ impl Version {
         Arc::new(decode(&encoded))
     }
 
+    /// Whether the object has `metadata.deletionTimestamp`, read from the kept tree or, when
+    /// the version is kept as JSON, from the JSON without building a tree.
+    pub fn is_terminating(&self) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Object {
+            metadata: Option<Metadata>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Metadata {
+            #[serde(rename = "deletionTimestamp", default)]
+            deletion_timestamp: Present,
+        }
+        /// Whether a member is there at all (also as `null`, as a pointer into the tree sees it).
+        #[derive(Default)]
+        struct Present(bool);
+        impl<'de> serde::Deserialize<'de> for Present {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+            }
+        }
+        let encoded = match &*self.form() {
+            Form::Tree(tree) => return tree.pointer("/metadata/deletionTimestamp").is_some(),
+            Form::Encoded(bytes) => bytes.clone(),
+        };
+        match serde_json::from_slice::<Object>(&encoded) {
+            Ok(o) => o.metadata.is_some_and(|m| m.deletion_timestamp.0),
+            // Not the shape expected: read the whole tree as any other reader would.
+            Err(_) => decode(&encoded)
+                .pointer("/metadata/deletionTimestamp")
+                .is_some(),
+        }
+    }
+
     /// The kept tree, if the version is not encoded yet.
     pub fn kept_tree(&self) -> Option<Arc<Value>> {
         match &*self.form() {
