@@ -124,6 +124,8 @@ impl DevCluster {
             }),
         );
         let app = observer.layer(app);
+        // The simulated nodes call the same service in process (see `in_process_client`).
+        let node_app = app.clone();
         let stop = shutdown.clone();
         match tls {
             Some(material) => tasks.push(tokio::spawn(async move {
@@ -144,7 +146,7 @@ impl DevCluster {
         let client = build_client(&kubeconfig_path, &url).await?;
         if config.node_agent {
             tasks.push(crate::nodes::spawn_node_agent(
-                client.clone(),
+                in_process_client(node_app, &config.token),
                 config.nodes.clone(),
                 shutdown.clone(),
             ));
@@ -184,6 +186,42 @@ pub(crate) fn in_process_router() -> axum::Router {
     });
     seed(&state, &config);
     crate::server::router(state)
+}
+
+/// A `kube::Client` that sends its requests straight to the server's service (authorization,
+/// request observation, fault injection, routing and handlers all included), without a socket
+/// or HTTP encoding. The simulated nodes use it: the server sees their requests as it would over
+/// loopback (the same bearer token, no `User-Agent` as kube-rs sends none, peer `127.0.0.1`), so
+/// they are counted, audited and faulted as before.
+fn in_process_client(app: axum::Router, token: &str) -> kube::Client {
+    let stamp = Arc::new(InProcessStamp {
+        authorization: http::HeaderValue::from_str(&format!("Bearer {token}")).ok(),
+        peer: axum::extract::ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 0))),
+    });
+    let app = app.layer(axum::middleware::map_request_with_state(
+        stamp,
+        stamp_in_process_request,
+    ));
+    kube::Client::new(app, "default")
+}
+
+/// What an in-process request carries that a socket would have given it.
+struct InProcessStamp {
+    authorization: Option<http::HeaderValue>,
+    peer: axum::extract::ConnectInfo<SocketAddr>,
+}
+
+async fn stamp_in_process_request(
+    axum::extract::State(stamp): axum::extract::State<Arc<InProcessStamp>>,
+    mut request: axum::extract::Request,
+) -> axum::extract::Request {
+    if let Some(value) = &stamp.authorization {
+        request
+            .headers_mut()
+            .insert(http::header::AUTHORIZATION, value.clone());
+    }
+    request.extensions_mut().insert(stamp.peer);
+    request
 }
 
 async fn build_client(kubeconfig: &Path, url: &str) -> Result<kube::Client, StartError> {

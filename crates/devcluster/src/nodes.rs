@@ -1,7 +1,8 @@
 //! Simulated nodes: a scheduler, kubelets and a volume binder that make pods and claims live.
 //!
 //! The agent is an ordinary API client (kube-runtime controllers on pods and PVCs), so it
-//! exercises the server exactly as a real scheduler and kubelet would:
+//! exercises the server exactly as a real scheduler and kubelet would (a devcluster hands it a
+//! client that calls the server's router in process, without a socket):
 //!
 //! - a pod without `spec.nodeName` (and no other `schedulerName`) is bound to one of
 //!   `devcluster-node-0..N` with `POST pods/NAME/binding`, or, for the configured fraction, gets

@@ -56,14 +56,15 @@ pub fn router(state: SharedState) -> Router {
 pub struct Query(pub Vec<(String, String)>);
 
 impl Query {
+    /// Decodes a query string (`application/x-www-form-urlencoded`: `+` is a space, `%XX`
+    /// escapes, invalid UTF-8 replaced), keeping repeated keys in order.
     pub fn parse(q: Option<&str>) -> Query {
         let Some(q) = q else { return Query::default() };
-        let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(
-            &format!("/?{q}").parse().unwrap_or_default(),
+        Query(
+            form_urlencoded::parse(q.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
         )
-        .map(|q| q.0)
-        .unwrap_or_default();
-        Query(pairs)
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {

@@ -4,7 +4,9 @@
 //! change after it, in order; one older than the retained history gets an in-stream ERROR 410
 //! `Expired`. Bookmarks, `timeoutSeconds` and `sendInitialEvents` are honoured. Each watch runs in
 //! its own task fed from its resource's broadcast channel in the store; a watcher that falls too far behind gets
-//! ERROR 410 and is closed, so it never slows writers down.
+//! ERROR 410 and is closed, so it never slows writers down. Frames ready together (events
+//! waiting in the channel when the task runs, a replay, a resume from history) go out as one
+//! body chunk of up to [`BATCH_EVENTS`] frames.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -234,27 +236,90 @@ struct WatchSettings {
     state: SharedState,
 }
 
-/// What became of an event passed to a watcher.
-enum Delivery {
-    /// Sent, or not for this watcher.
-    Done,
-    /// The client is gone.
-    Gone,
+/// Most events whose frames go out in one chunk (a burst longer than this is sent in several).
+const BATCH_EVENTS: usize = 64;
+
+/// Frames ready together, sent to the client as one body chunk: one wake-up of the connection
+/// and one socket write for a burst of events instead of one per event.
+#[derive(Default)]
+struct Batch {
+    frames: Vec<Bytes>,
 }
 
-/// Send a live event to the watcher if it is one for it: only changes after the requested
-/// version (one the store has not reached yet included), as a real server's watch cache sends
-/// them.
-async fn deliver(w: &mut Watcher, e: &Event, group_resource: &str, from_rv: u64) -> Delivery {
-    if &*e.group_resource != group_resource || e.rv <= from_rv {
-        return Delivery::Done;
+impl Batch {
+    /// Adds the frame of a live event if it is one for the watcher: only changes after the
+    /// requested version (one the store has not reached yet included), as a real server's watch
+    /// cache sends them.
+    fn add_event(&mut self, w: &mut Watcher, e: &Event, group_resource: &str, from_rv: u64) {
+        if &*e.group_resource != group_resource || e.rv <= from_rv {
+            return;
+        }
+        if let Some(f) = w.frame_for_event(e) {
+            self.frames.push(f);
+        }
     }
-    if let Some(f) = w.frame_for_event(e)
-        && !w.send(f).await
-    {
-        return Delivery::Gone;
+
+    /// The frames joined in order (the frame itself when there is one, without a copy).
+    fn take_chunk(&mut self) -> Option<Bytes> {
+        match self.frames.len() {
+            0 => None,
+            1 => self.frames.pop(),
+            _ => {
+                let len = self.frames.iter().map(Bytes::len).sum();
+                let mut out = bytes::BytesMut::with_capacity(len);
+                for f in self.frames.drain(..) {
+                    out.extend_from_slice(&f);
+                }
+                Some(out.freeze())
+            }
+        }
     }
-    Delivery::Done
+
+    /// Sends what was gathered; false when the client is gone.
+    async fn flush(&mut self, w: &Watcher) -> bool {
+        match self.take_chunk() {
+            Some(chunk) => w.send(chunk).await,
+            None => true,
+        }
+    }
+}
+
+/// What ended a drain of the live channel.
+enum Drained {
+    /// Nothing more is ready.
+    Empty,
+    /// The watcher fell behind by this many events.
+    Lagged(u64),
+    /// The store is gone.
+    Closed,
+}
+
+/// Gathers the events already waiting in the live channel (at most `limit`) into `batch`.
+fn drain_ready(
+    live: &mut broadcast::Receiver<Arc<Event>>,
+    w: &mut Watcher,
+    batch: &mut Batch,
+    group_resource: &str,
+    from_rv: u64,
+    progress_rv: &mut u64,
+    limit: usize,
+) -> Drained {
+    for _ in 0..limit {
+        match live.try_recv() {
+            Ok(e) => {
+                *progress_rv = (*progress_rv).max(e.rv);
+                batch.add_event(w, &e, group_resource, from_rv);
+            }
+            Err(broadcast::error::TryRecvError::Empty) => return Drained::Empty,
+            Err(broadcast::error::TryRecvError::Lagged(n)) => return Drained::Lagged(n),
+            Err(broadcast::error::TryRecvError::Closed) => return Drained::Closed,
+        }
+    }
+    Drained::Empty
+}
+
+fn lagged_message(n: u64) -> String {
+    format!("the watcher fell {n} events behind and was dropped; resume with a new list")
 }
 
 async fn run(
@@ -275,12 +340,17 @@ async fn run(
         }
         WatchStart::Replay(objects, rv) => {
             progress_rv = rv;
+            let mut batch = Batch::default();
             for obj in objects {
-                if let Some(f) = w.frame_for(EventType::Added, &obj, None, None)
-                    && !w.send(f).await
-                {
+                if let Some(f) = w.frame_for(EventType::Added, &obj, None, None) {
+                    batch.frames.push(f);
+                }
+                if batch.frames.len() >= BATCH_EVENTS && !batch.flush(&w).await {
                     return;
                 }
+            }
+            if !batch.flush(&w).await {
+                return;
             }
             if s.send_initial && !w.send(w.bookmark(rv, true)).await {
                 return;
@@ -288,13 +358,18 @@ async fn run(
         }
         WatchStart::History(events) => {
             progress_rv = s.from_rv;
+            let mut batch = Batch::default();
             for e in events {
                 progress_rv = e.rv;
-                if let Some(f) = w.frame_for_event(&e)
-                    && !w.send(f).await
-                {
+                if let Some(f) = w.frame_for_event(&e) {
+                    batch.frames.push(f);
+                }
+                if batch.frames.len() >= BATCH_EVENTS && !batch.flush(&w).await {
                     return;
                 }
+            }
+            if !batch.flush(&w).await {
+                return;
             }
         }
     }
@@ -302,6 +377,7 @@ async fn run(
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(s.bookmark_interval);
     ticker.tick().await;
+    let mut batch = Batch::default();
     loop {
         tokio::select! {
             _ = &mut deadline => return,
@@ -316,19 +392,18 @@ async fn run(
                 // channel by now) has gone out.
                 let store_rv = s.state.store.current_rv();
                 loop {
-                    match live.try_recv() {
-                        Ok(e) => {
-                            progress_rv = progress_rv.max(e.rv);
-                            if let Delivery::Gone = deliver(&mut w, &e, &group_resource, s.from_rv).await {
-                                return;
-                            }
-                        }
-                        Err(broadcast::error::TryRecvError::Empty) => break,
-                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                            w.expired(format!("the watcher fell {n} events behind and was dropped; resume with a new list")).await;
+                    let drained = drain_ready(&mut live, &mut w, &mut batch, &group_resource, s.from_rv, &mut progress_rv, BATCH_EVENTS);
+                    if !batch.flush(&w).await {
+                        return;
+                    }
+                    match drained {
+                        Drained::Empty if live.is_empty() => break,
+                        Drained::Empty => {}
+                        Drained::Lagged(n) => {
+                            w.expired(lagged_message(n)).await;
                             return;
                         }
-                        Err(broadcast::error::TryRecvError::Closed) => return,
+                        Drained::Closed => return,
                     }
                 }
                 progress_rv = progress_rv.max(store_rv);
@@ -336,19 +411,58 @@ async fn run(
                     return;
                 }
             }
-            msg = live.recv() => match msg {
-                Ok(e) => {
-                    progress_rv = progress_rv.max(e.rv);
-                    if let Delivery::Gone = deliver(&mut w, &e, &group_resource, s.from_rv).await {
-                        return;
+            msg = live.recv() => {
+                let drained = match msg {
+                    Ok(e) => {
+                        progress_rv = progress_rv.max(e.rv);
+                        batch.add_event(&mut w, &e, &group_resource, s.from_rv);
+                        // Events committed together (or while this task waited to run) go
+                        // out in the same chunk.
+                        drain_ready(&mut live, &mut w, &mut batch, &group_resource, s.from_rv, &mut progress_rv, BATCH_EVENTS - 1)
                     }
-                }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    w.expired(format!("the watcher fell {n} events behind and was dropped; resume with a new list")).await;
+                    Err(broadcast::error::RecvError::Lagged(n)) => Drained::Lagged(n),
+                    Err(broadcast::error::RecvError::Closed) => Drained::Closed,
+                };
+                if !batch.flush(&w).await {
                     return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                match drained {
+                    Drained::Empty => {}
+                    Drained::Lagged(n) => {
+                        w.expired(lagged_message(n)).await;
+                        return;
+                    }
+                    Drained::Closed => return,
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_joins_its_frames_in_order_and_passes_a_single_frame_through() {
+        let mut batch = Batch::default();
+        assert!(
+            batch.take_chunk().is_none(),
+            "nothing gathered, nothing sent"
+        );
+
+        let only = Bytes::from_static(b"{\"type\":\"ADDED\",\"object\":{}}\n");
+        batch.frames.push(only.clone());
+        let chunk = batch.take_chunk().expect("one frame");
+        assert_eq!(chunk.as_ptr(), only.as_ptr(), "a lone frame is not copied");
+
+        let frames: Vec<Bytes> = (0..BATCH_EVENTS)
+            .map(|i| Bytes::from(format!("{{\"n\":{i}}}\n")))
+            .collect();
+        batch.frames.extend(frames.iter().cloned());
+        let chunk = batch.take_chunk().expect("many frames");
+        assert_eq!(chunk, frames.concat(), "every frame once, in order");
+        assert!(batch.frames.is_empty(), "the batch starts over empty");
+        assert!(batch.take_chunk().is_none());
     }
 }
