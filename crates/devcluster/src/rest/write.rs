@@ -1,5 +1,7 @@
 //! create, update (PUT), patch (all four types), the scale subresource and pod binding.
 
+use std::sync::Arc;
+
 use axum::response::Response;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
@@ -7,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::api_error::{ApiError, Cause};
 use crate::meta;
 use crate::registry::ResourceInfo;
+use crate::schema::StructuralSchema;
 use crate::server::{ResourceRequest, SharedState, json_response};
 use crate::store::{Committed, WriteOp, WriteOutcome};
 
@@ -274,8 +277,7 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 let Some(obj) = committed.outcome.object() else {
                     return Err(ApiError::internal("create stored nothing"));
                 };
-                crate::builtin_types::note_written(&info, admitted_clean, None, obj);
-                crate::crd::note_admitted(admitted_under.as_ref(), None, obj);
+                note_stored(&info, admitted_clean, admitted_under.as_ref(), None, obj);
                 crate::crd::after_write(state, &info, &committed.outcome);
                 return Ok(object_response(
                     StatusCode::CREATED,
@@ -567,8 +569,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let sub = req.subresource.clone();
     let dry = dry_run(req);
     let mut dry_result = None;
-    // The version the committed computation wrote onto, and the schema it admitted under.
-    let mut written_onto = None;
+    let mut written_onto: Option<WrittenOnto> = None;
     let now = meta::now_rfc3339();
     let committed = state.store.write_optimistic(
         &info.storage_key(),
@@ -626,7 +627,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 Some(current),
                 &mut new,
             )?;
-            written_onto = Some((current.clone(), admitted_under));
+            written_onto = Some((current.clone(), admitted_clean, admitted_under));
             bump_generation(&info, current, &mut new);
             crate::patch_glue::record_update(
                 Some(current),
@@ -643,13 +644,34 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
-    if let (WriteOutcome::Updated(obj), Some((before, admitted_under))) =
-        (&committed.outcome, &written_onto)
-    {
-        crate::builtin_types::note_written(&info, admitted_clean, Some(&**before), obj);
-        crate::crd::note_admitted(admitted_under.as_ref(), Some(&**before), obj);
-    }
+    note_updated(&info, &committed, written_onto.as_ref());
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
+}
+
+/// The version an update's or patch's computation wrote onto, whether what it admitted is clean
+/// for its built-in type, and the schema it admitted under.
+type WrittenOnto = (Arc<Value>, bool, Option<Arc<StructuralSchema>>);
+
+/// Notes what a write admitted on the version it stored (`builtin_types::note_written`,
+/// `crd::note_admitted`), so that later writes onto that version check only what they change.
+fn note_stored(
+    info: &ResourceInfo,
+    admitted_clean: bool,
+    admitted_under: Option<&Arc<StructuralSchema>>,
+    before: Option<&Value>,
+    stored: &Value,
+) {
+    crate::builtin_types::note_written(info, admitted_clean, before, stored);
+    crate::crd::note_admitted(admitted_under, before, stored);
+}
+
+/// [`note_stored`] for an update or patch that stored a new version.
+fn note_updated(info: &ResourceInfo, committed: &Committed, written_onto: Option<&WrittenOnto>) {
+    if let (WriteOutcome::Updated(stored), Some((before, clean, under))) =
+        (&committed.outcome, written_onto)
+    {
+        note_stored(info, *clean, under.as_ref(), Some(before), stored);
+    }
 }
 
 /// Everything the server does to a new object written by PUT (kinds that allow create on
@@ -728,9 +750,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     }
     let now = meta::now_rfc3339();
     let mut dry_result = None;
-    // The version the committed computation wrote onto, whether what it admitted is clean for
-    // its built-in type, and the schema it admitted under.
-    let mut written_onto = None;
+    let mut written_onto: Option<WrittenOnto> = None;
     let ns = req.namespace_or_empty().to_string();
     let needs_namespace_check = kind == crate::patch_glue::PatchKind::Apply
         && state.store.get(&info.storage_key(), &ns, &name).is_none();
@@ -797,12 +817,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             }
             Ok(finish(new))
         })?;
-    if let (WriteOutcome::Updated(obj), Some((before, admitted_clean, admitted_under))) =
-        (&committed.outcome, &written_onto)
-    {
-        crate::builtin_types::note_written(&info, *admitted_clean, Some(&**before), obj);
-        crate::crd::note_admitted(admitted_under.as_ref(), Some(&**before), obj);
-    }
+    note_updated(&info, &committed, written_onto.as_ref());
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 
