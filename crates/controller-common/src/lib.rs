@@ -17,6 +17,7 @@
 //! | [`leader_election`] | client-go style Lease election |
 //! | [`metrics`] | controller-runtime named reconcile/workqueue metrics ([`ControllerMetrics`]) |
 //! | [`runtime`] | [`Runtime`]: the whole lifecycle in one call |
+//! | [`runner`] | [`runner::Runner`]: the reconcile loop, a first come, first served work queue (client-go semantics) |
 //!
 //! # Example: a binary's `main`
 //!
@@ -56,9 +57,9 @@
 //!     let result = runtime
 //!         .run(move |ctx: Context| async move {
 //!             metrics.set_max_concurrent_reconciles("sandbox", 100);
-//!             // Build kube_runtime Controllers from ctx.client here, stop them with
-//!             // `.graceful_shutdown_on(ctx.shutdown.clone().cancelled_owned())`, and call
-//!             // `cache_synced.set_ready()` once their stores are ready.
+//!             // Build watchers and `runner::Runner`s from ctx.client here, stop them with
+//!             // `ctx.shutdown`, and call `cache_synced.set_ready()` once their stores are
+//!             // ready.
 //!             cache_synced.set_ready();
 //!             ctx.shutdown.cancelled().await;
 //!             Ok::<(), std::io::Error>(())
@@ -83,6 +84,7 @@ pub mod lean;
 pub mod metrics;
 pub mod rate_limit;
 pub mod request_metrics;
+pub mod runner;
 pub mod runtime;
 pub mod telemetry;
 pub mod work_queue;

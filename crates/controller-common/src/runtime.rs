@@ -74,7 +74,7 @@ pub struct Context {
     /// Readiness state (gates made before `run` are in it).
     pub readiness: Readiness,
     /// Cancelled on SIGTERM/SIGINT or when leadership is lost: stop taking new work, finish
-    /// in-flight reconciles and return (e.g. `Controller::graceful_shutdown_on`).
+    /// in-flight reconciles and return (as [`crate::runner::Runner::run`] does).
     pub shutdown: CancellationToken,
     /// `true` while this replica leads (always `true` without leader election). Turns `false`
     /// when leadership is lost, just before `shutdown` is cancelled.

@@ -1,12 +1,11 @@
-//! Work-queue metrics with controller-runtime's family names and labels, for controllers built
-//! on kube-runtime's `Controller`, whose scheduler keeps its queue to itself.
+//! Work-queue metrics with controller-runtime's family names and labels.
 //!
-//! A [`WorkQueue`] mirrors that queue from the outside: the trigger streams report each key they
-//! hand the controller ([`WorkQueue::add`], [`WorkQueue::add_owners`]), the reconciler reports
-//! each start ([`WorkQueue::start`]), and the controller's output stream reports keys whose
-//! object was gone by their turn ([`WorkQueue::forget`]). Like client-go's queue, a key added
-//! while it is already waiting counts once, and a key added while it is being reconciled waits
-//! (and counts in the depth) until its next start.
+//! A [`WorkQueue`] is one controller's queue as its loop ([`crate::runner::Runner`]) reports
+//! it: each key a trigger or a requeue timer hands the controller ([`WorkQueue::add`]), each
+//! start ([`WorkQueue::start`]), and each key whose object was gone by its turn
+//! ([`WorkQueue::forget`]). Like client-go's queue, a key added while it is already waiting
+//! counts once, and a key added while it is being reconciled waits (and counts in the depth)
+//! until its next start.
 //!
 //! | family | type | labels |
 //! |---|---|---|
@@ -18,16 +17,11 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `name`, `controller` |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` |
 //!
-//! One difference from client-go: a reconcile that kube-runtime runs again after a delay (a
-//! requeue `Action` or the error policy's backoff) is counted as an add when it starts, not
-//! when its delay ends, so it is not in the depth while it waits for a free worker.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -198,25 +192,6 @@ impl WorkQueue {
         }
     }
 
-    /// The keys an owned object's event hands the controller of `Owner`: one per owner
-    /// reference of that kind and API version, in the object's namespace (as kube-runtime's
-    /// `owns` maps them).
-    pub fn add_owners<Owner>(&self, meta: &ObjectMeta)
-    where
-        Owner: Resource<DynamicType = ()>,
-    {
-        let Some(owners) = &meta.owner_references else {
-            return;
-        };
-        let kind = Owner::kind(&());
-        let api_version = Owner::api_version(&());
-        for owner in owners {
-            if owner.kind == kind && owner.api_version == api_version {
-                self.add(meta.namespace.as_deref(), &owner.name);
-            }
-        }
-    }
-
     /// A reconcile of the key starts; it counts as running until the returned guard is dropped.
     pub fn start(&self, namespace: Option<&str>, name: &str) -> InFlight {
         self.start_key(key_of(namespace, name), Instant::now())
@@ -245,33 +220,6 @@ impl WorkQueue {
             key,
             started: now,
             retry: false,
-        }
-    }
-
-    /// Runs one reconcile of `obj` as a start of its key: running until `work` finishes, and a
-    /// retry when it fails (kube-runtime then requeues it through the error policy). Wrap the
-    /// reconciler handed to `Controller::run` with it.
-    pub fn track<K, T, E, W>(
-        &self,
-        obj: &K,
-        work: W,
-    ) -> impl Future<Output = Result<T, E>> + use<K, T, E, W>
-    where
-        K: Resource,
-        W: Future<Output = Result<T, E>>,
-    {
-        let meta = obj.meta();
-        let mut in_flight = self.start(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        );
-        async move {
-            let result = work.await;
-            if result.is_err() {
-                in_flight.will_retry();
-            }
-            drop(in_flight);
-            result
         }
     }
 

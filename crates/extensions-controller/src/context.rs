@@ -594,14 +594,14 @@ impl Context {
         &self,
         controller: &str,
         started: Instant,
-        result: &Result<kube::runtime::controller::Action, crate::Error>,
+        result: &Result<controller_common::runner::Action, crate::Error>,
     ) {
         let Some(metrics) = &self.reconcile_metrics else {
             return;
         };
         let outcome = match result {
             Err(_) => ReconcileResult::Error,
-            Ok(action) if *action == kube::runtime::controller::Action::await_change() => {
+            Ok(action) if *action == controller_common::runner::Action::await_change() => {
                 ReconcileResult::Success
             }
             Ok(_) => ReconcileResult::RequeueAfter,

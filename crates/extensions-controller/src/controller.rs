@@ -14,7 +14,6 @@ use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::Api;
-use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::WatchStreamExt;
 use kube::runtime::watcher;
@@ -24,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
-use controller_common::work_queue::{WorkQueue, WorkQueueMetrics};
+use controller_common::runner::{Runner, owners};
+use controller_common::work_queue::WorkQueueMetrics;
 
 use crate::claim;
 use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
@@ -320,36 +320,6 @@ fn claims_for_template(
         .collect()
 }
 
-/// Handles one result of a controller's run: a key whose object was gone by its turn leaves
-/// the work queue's depth; other errors are logged.
-fn log_result<T>(
-    queue: &WorkQueue,
-    res: Result<T, controller::Error<crate::Error, watcher::Error>>,
-) -> future::Ready<()> {
-    if let Err(e) = res {
-        match e {
-            controller::Error::ObjectNotFound(obj) => {
-                queue.forget(obj.namespace.as_deref(), &obj.name);
-            }
-            other => tracing::debug!(error = %other, "controller event"),
-        }
-    }
-    future::ready(())
-}
-
-/// The keys a mapper hands a controller, counted in its work queue on the way.
-fn queued<K: Resource>(queue: &WorkQueue, refs: Vec<ObjectRef<K>>) -> Vec<ObjectRef<K>> {
-    for r in &refs {
-        queue.add(r.namespace.as_deref(), &r.name);
-    }
-    refs
-}
-
-/// Counts each object a controller's own stream hands it in the work queue.
-fn add_self<K: Resource>(queue: WorkQueue) -> impl Fn(&Arc<K>) {
-    move |obj| queue.add_object(&**obj)
-}
-
 /// The three controllers, ready to run.
 pub struct ExtensionsController {
     client: Client,
@@ -397,7 +367,7 @@ impl ExtensionsController {
         let (claims, claim_driver, mut claim_subs) =
             shared::<SandboxClaim>(&client, watcher::Config::default(), 1, keep_whole, |_| {});
         let (policies, np_driver, mut np_subs) =
-            shared::<NetworkPolicy>(&client, watcher::Config::default(), 1, keep_whole, |_| {});
+            shared::<NetworkPolicy>(&client, watcher::Config::default(), 2, keep_whole, |_| {});
         let (pods, pod_writer) = reflector::store::<Pod>();
         // Only pool members' pods are read (for their scheduling state); they carry the pool
         // label from the member's pod template, and lose it when a claim takes the member.
@@ -471,110 +441,103 @@ impl ExtensionsController {
         else {
             return;
         };
-        let (Some(claim_events), Some(np_events)) = (claim_subs.pop(), np_subs.pop()) else {
+        let (Some(claim_events), Some(np_events), Some(np_for_claims)) =
+            (claim_subs.pop(), np_subs.pop(), np_subs.pop())
+        else {
             return;
         };
-        let config = |workers: u16| controller::Config::default().concurrency(workers);
+        // Each controller runs its own first come, first served work queue
+        // (`controller_common::runner`), fed by its triggers' keys.
         let work_queue = |name: &str| match &reconcile_metrics {
             Some(m) => m.work_queue(name),
             // Not exported; the wiring stays the same.
             None => WorkQueueMetrics::register(&mut Default::default()).queue(name),
         };
-        let template_queue = work_queue(template::reconcile::CONTROLLER_NAME);
-        let pool_queue = work_queue(warm_pool::reconcile::CONTROLLER_NAME);
-        let claim_queue = work_queue(claim::reconcile::CONTROLLER_NAME);
 
-        let q = template_queue.clone();
-        let template_controller = Controller::for_shared_stream(
-            tmpl_for_templates.inspect(add_self(template_queue.clone())),
-            templates.clone(),
+        let template_triggers = futures::stream::select(
+            tmpl_for_templates.map(|t| ObjectRef::from_obj(&*t)).boxed(),
+            np_events
+                .flat_map(|np| futures::stream::iter(owners::<SandboxTemplate>(np.meta())))
+                .boxed(),
+        );
+        let template_controller = Runner::new(
+            options.template_workers,
+            work_queue(template::reconcile::CONTROLLER_NAME),
         )
-        .owns_shared_stream(np_events.inspect(move |np| {
-            q.add_owners::<SandboxTemplate>(np.meta());
-        }))
-        .with_config(config(options.template_workers))
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            {
-                let q = template_queue.clone();
-                move |t: Arc<SandboxTemplate>, ctx| {
-                    q.track(&*t, template::reconcile::reconcile(t.clone(), ctx))
-                }
-            },
+            templates.clone(),
+            template_triggers,
+            template::reconcile::reconcile,
             template::reconcile::error_policy,
             ctx.clone(),
-        )
-        .for_each(|res| log_result(&template_queue, res));
+            shutdown.clone(),
+        );
 
         let pools_for_sb = pools.clone();
         let pools_for_tmpl = pools.clone();
-        let (q1, q2, q3) = (pool_queue.clone(), pool_queue.clone(), pool_queue.clone());
-        let pool_controller = Controller::for_shared_stream(
+        let pool_triggers = futures::stream::select_all([
             changed_only(pool_for_pools, pool_fingerprint, pools.clone())
-                .inspect(add_self(pool_queue.clone())),
-            pools.clone(),
+                .map(|p| ObjectRef::from_obj(&*p))
+                .boxed(),
+            sb_for_pools
+                .flat_map(move |sb| futures::stream::iter(pools_for_sandbox(&pools_for_sb, &sb)))
+                .boxed(),
+            tmpl_for_pools
+                .flat_map(move |t| futures::stream::iter(pools_for_template(&pools_for_tmpl, &t)))
+                .boxed(),
+            wake_rx.boxed(),
+        ]);
+        let pool_controller = Runner::new(
+            options.pool_workers,
+            work_queue(warm_pool::reconcile::CONTROLLER_NAME),
         )
-        .watches_shared_stream(sb_for_pools, move |sb: Arc<Sandbox>| {
-            queued(&q1, pools_for_sandbox(&pools_for_sb, &sb))
-        })
-        .watches_shared_stream(tmpl_for_pools, move |t: Arc<SandboxTemplate>| {
-            queued(&q2, pools_for_template(&pools_for_tmpl, &t))
-        })
-        .reconcile_on(wake_rx.inspect(move |r: &ObjectRef<SandboxWarmPool>| {
-            q3.add(r.namespace.as_deref(), &r.name);
-        }))
-        .with_config(config(options.pool_workers))
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            {
-                let q = pool_queue.clone();
-                move |p: Arc<SandboxWarmPool>, ctx| {
-                    q.track(&*p, warm_pool::reconcile::reconcile(p.clone(), ctx))
-                }
-            },
+            pools.clone(),
+            pool_triggers,
+            warm_pool::reconcile::reconcile,
             warm_pool::reconcile::error_policy,
             ctx.clone(),
-        )
-        .for_each(|res| log_result(&pool_queue, res));
+            shutdown.clone(),
+        );
 
         let claims_for_pools = claims.clone();
         let (pools_c, claims_c) = (pools.clone(), claims.clone());
-        let (q1, q2, q3) = (
-            claim_queue.clone(),
-            claim_queue.clone(),
-            claim_queue.clone(),
-        );
-        let claim_controller = Controller::for_shared_stream(
+        let claim_triggers = futures::stream::select_all([
             changed_only(claim_events, claim_fingerprint, claims.clone())
-                .inspect(add_self(claim_queue.clone())),
-            claims.clone(),
+                .map(|c| ObjectRef::from_obj(&*c))
+                .boxed(),
+            sb_for_claims
+                .flat_map(|sb| futures::stream::iter(owners::<SandboxClaim>(sb.meta())))
+                .boxed(),
+            // Only pool changes a waiting claim cares about (created, spec or labels changed,
+            // deleted): a status write per adoption would otherwise requeue every unbound
+            // claim of the pool, which under a burst means thousands of redundant passes.
+            changed_only(pool_for_claims, pool_fingerprint, pools.clone())
+                .flat_map(move |p| futures::stream::iter(claims_for_pool(&claims_for_pools, &p)))
+                .boxed(),
+            tmpl_for_claims
+                .flat_map(move |t| {
+                    futures::stream::iter(claims_for_template(&pools_c, &claims_c, &t))
+                })
+                .boxed(),
+            // A NetworkPolicy a claim owns is an older release's per-claim policy: its claim
+            // deletes it, also when the policy shows up in the cache after the claim's pass.
+            np_for_claims
+                .flat_map(|np| futures::stream::iter(owners::<SandboxClaim>(np.meta())))
+                .boxed(),
+        ]);
+        let claim_controller = Runner::new(
+            options.claim_workers,
+            work_queue(claim::reconcile::CONTROLLER_NAME),
         )
-        .owns_shared_stream(sb_for_claims.inspect(move |sb| {
-            q1.add_owners::<SandboxClaim>(sb.meta());
-        }))
-        // Only pool changes a waiting claim cares about (created, spec or labels changed,
-        // deleted): a status write per adoption would otherwise requeue every unbound claim of
-        // the pool, which under a burst means thousands of redundant passes.
-        .watches_shared_stream(
-            changed_only(pool_for_claims, pool_fingerprint, pools.clone()),
-            move |p: Arc<SandboxWarmPool>| queued(&q2, claims_for_pool(&claims_for_pools, &p)),
-        )
-        .watches_shared_stream(tmpl_for_claims, move |t: Arc<SandboxTemplate>| {
-            queued(&q3, claims_for_template(&pools_c, &claims_c, &t))
-        })
-        .with_config(config(options.claim_workers))
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            {
-                let q = claim_queue.clone();
-                move |c: Arc<SandboxClaim>, ctx| {
-                    q.track(&*c, claim::reconcile::reconcile(c.clone(), ctx))
-                }
-            },
+            claims.clone(),
+            claim_triggers,
+            claim::reconcile::reconcile,
             claim::reconcile::error_policy,
             ctx.clone(),
-        )
-        .for_each(|res| log_result(&claim_queue, res));
+            shutdown.clone(),
+        );
 
         let synced = {
             let stores = stores.clone();

@@ -5,17 +5,18 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::api::Api;
-use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, store::Writer};
+
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::utils::{PredicateConfig, WatchStreamExt};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
+use controller_common::runner::{Runner, owners};
 use controller_common::work_queue::{WorkQueue, WorkQueueMetrics};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
@@ -256,50 +257,55 @@ impl SandboxController {
             })
         };
 
-        let mut config = controller::Config::default().concurrency(options.workers);
-        config = config.debounce(std::time::Duration::from_millis(0));
-        // Each key handed to the controller is counted in the work-queue metrics on the way.
-        let (q_sb, q_pod, q_svc, q_pvc, tracked) = (
-            queue.clone(),
-            queue.clone(),
-            queue.clone(),
-            queue.clone(),
-            queue.clone(),
-        );
-        let queue = &queue;
-        Controller::for_stream(
-            sandbox_stream.inspect_ok(move |sb| q_sb.add_object(sb)),
-            stores.sandboxes.clone(),
-        )
-        .owns_stream(pod_stream.inspect_ok(move |p| q_pod.add_owners::<CachedSandbox>(p.meta())))
-        .owns_stream(svc_stream.inspect_ok(move |s| q_svc.add_owners::<CachedSandbox>(s.meta())))
-        .owns_stream(pvc_stream.inspect_ok(move |p| q_pvc.add_owners::<CachedSandbox>(p.meta())))
-        .with_config(config)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(
-            move |sb: Arc<CachedSandbox>, ctx| tracked.track(&*sb, reconcile(sb.clone(), ctx)),
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| async move {
-            if let Err(err) = res {
-                match err {
-                    controller::Error::ObjectNotFound(obj) => {
-                        queue.forget(obj.namespace.as_deref(), &obj.name);
-                    }
-                    controller::Error::QueueError(err) => {
-                        // The watcher retries with backoff and relists after a 410; the
-                        // relist's changes trigger reconciles once the store holds them.
-                        tracing::warn!(error = %err, "watch failed; retrying");
-                    }
-                    other => tracing::debug!(error = %other, "controller event"),
-                }
-            }
-        })
-        .await;
+        // The controller's own first come, first served work queue
+        // (`controller_common::runner`), fed by its triggers' keys.
+        let triggers = futures::stream::select_all([
+            keys(sandbox_stream, |sb: CachedSandbox| {
+                vec![ObjectRef::from_obj(&sb)]
+            }),
+            keys(pod_stream, |p: CachedPod| owners::<CachedSandbox>(p.meta())),
+            keys(svc_stream, |s: Service| owners::<CachedSandbox>(s.meta())),
+            keys(pvc_stream, |p: PersistentVolumeClaim| {
+                owners::<CachedSandbox>(p.meta())
+            }),
+        ]);
+        Runner::new(options.workers, queue)
+            .run(
+                stores.sandboxes.clone(),
+                triggers,
+                reconcile,
+                error_policy,
+                ctx,
+                shutdown,
+            )
+            .await;
         janitor.abort();
         Ok(())
     }
+}
+
+/// The Sandbox keys a watch stream's objects name (`to_keys`); watch errors are logged (the
+/// watcher retries with backoff and relists after a 410, and the relist's changes trigger
+/// reconciles once the store holds them).
+fn keys<T, S>(
+    stream: S,
+    to_keys: fn(T) -> Vec<ObjectRef<CachedSandbox>>,
+) -> futures::stream::BoxStream<'static, ObjectRef<CachedSandbox>>
+where
+    S: futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+    T: Send + 'static,
+{
+    stream
+        .flat_map(move |event| {
+            futures::stream::iter(match event {
+                Ok(obj) => to_keys(obj),
+                Err(err) => {
+                    tracing::warn!(error = %err, "watch failed; retrying");
+                    Vec::new()
+                }
+            })
+        })
+        .boxed()
 }
 
 /// Waits for one store's initial list. kube's readiness signal wakes only the most recent waiter

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use prometheus_client::encoding::text::encode;
 
 use super::*;
@@ -26,17 +26,6 @@ fn sample(out: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in:\n{out}"))
         .parse()
         .expect("a number")
-}
-
-fn named(namespace: Option<&str>, name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            namespace: namespace.map(str::to_owned),
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Pod::default()
-    }
 }
 
 const LABELS: &str = "{name=\"sandbox\",controller=\"sandbox\"}";
@@ -136,15 +125,16 @@ fn owners_of_the_controller_kind_are_added_and_others_are_not() {
         ]),
         ..ObjectMeta::default()
     };
-    q.add_owners::<Deployment>(&meta);
+    for key in crate::runner::owners::<Deployment>(&meta) {
+        q.add(key.namespace.as_deref(), &key.name);
+    }
     assert_eq!(q.gauges(Instant::now()).depth, 2);
     drop(q.start(Some("ns"), "web"));
     drop(q.start(Some("ns"), "second"));
     assert_eq!(q.gauges(Instant::now()).depth, 0);
 
-    q.add_owners::<Pod>(&meta);
-    q.add_owners::<Deployment>(&ObjectMeta::default());
-    assert_eq!(q.gauges(Instant::now()).depth, 0);
+    assert!(crate::runner::owners::<Pod>(&meta).is_empty());
+    assert!(crate::runner::owners::<Deployment>(&ObjectMeta::default()).is_empty());
 }
 
 #[test]
@@ -202,34 +192,4 @@ fn each_controller_has_its_own_series_and_asking_again_gives_the_same_queue() {
         ),
         2.0
     );
-}
-
-#[tokio::test]
-async fn a_tracked_reconcile_runs_while_its_future_runs_and_a_failure_counts_as_a_retry() {
-    let (registry, _, q) = queue();
-    q.add(Some("ns"), "a");
-    let (release, hold) = tokio::sync::oneshot::channel::<()>();
-    let work = q.track(&named(Some("ns"), "a"), async move {
-        hold.await.expect("released");
-        Err::<(), &str>("failed")
-    });
-    let task = tokio::spawn(work);
-    assert_eq!(
-        q.gauges(Instant::now()).depth,
-        0,
-        "started when handed over"
-    );
-    assert!(lock(&q.shared.state).running.contains_key("ns/a"));
-    release.send(()).expect("task waits");
-    assert_eq!(task.await.expect("joins"), Err("failed"));
-    assert!(lock(&q.shared.state).running.is_empty());
-    let out = scrape(&registry);
-    assert_eq!(value(&out, "workqueue_retries_total"), 1.0);
-    assert_eq!(value(&out, "workqueue_work_duration_seconds_count"), 1.0);
-
-    q.track(&named(None, "b"), async { Ok::<(), &str>(()) })
-        .await
-        .expect("ok");
-    let out = scrape(&registry);
-    assert_eq!(value(&out, "workqueue_retries_total"), 1.0);
 }

@@ -23,12 +23,12 @@ use api_types::{
     ClaimShutdownPolicy, Sandbox, SandboxClaim, SandboxClaimStatus, SandboxTemplate,
     SandboxWarmPool, UpdateStrategyType, name_hash,
 };
+use controller_common::runner::Action;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
 };
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use serde_json::{Map, Value, json};
 use tracing::Instrument;

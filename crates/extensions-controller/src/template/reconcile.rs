@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use api_types::keys::SANDBOX_TEMPLATE_REF_HASH_LABEL;
 use api_types::{NetworkPolicyManagement, SandboxTemplate, name_hash};
+use controller_common::runner::Action;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;

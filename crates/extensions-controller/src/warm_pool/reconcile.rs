@@ -9,10 +9,10 @@ use api_types::keys::{
     SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_LAUNCH_TYPE_WARM, SANDBOX_POD_NAME_ANNOTATION,
 };
 use api_types::{Sandbox, SandboxWarmPool, SandboxWarmPoolStatus, UpdateStrategyType, name_hash};
+use controller_common::runner::Action;
 use futures::future::join_all;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
