@@ -1,8 +1,5 @@
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use prometheus_client::encoding::text::encode;
 
 use super::*;
@@ -102,39 +99,6 @@ fn a_forgotten_key_leaves_the_depth() {
     q.add(Some("ns"), "kept");
     q.forget(Some("ns"), "gone");
     assert_eq!(q.gauges(Instant::now()).depth, 1);
-}
-
-#[test]
-fn owners_of_the_controller_kind_are_added_and_others_are_not() {
-    let (_, _, q) = queue();
-    let owner = |kind: &str, api_version: &str, name: &str| OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        ..OwnerReference::default()
-    };
-    let meta = ObjectMeta {
-        namespace: Some("ns".into()),
-        name: Some("child".into()),
-        owner_references: Some(vec![
-            owner("Deployment", "apps/v1", "web"),
-            owner("Deployment", "apps/v1beta1", "old-api"),
-            owner("ReplicaSet", "apps/v1", "rs"),
-            owner("Deployment", "apps/v1", "second"),
-        ]),
-        ..ObjectMeta::default()
-    };
-    for key in crate::runner::owners::<Deployment>(&meta) {
-        q.add(key.namespace.as_deref(), &key.name);
-    }
-    assert_eq!(q.gauges(Instant::now()).depth, 2);
-    drop(q.start(Some("ns"), "web"));
-    drop(q.start(Some("ns"), "second"));
-    assert_eq!(q.gauges(Instant::now()).depth, 0);
-
-    assert!(crate::runner::owners::<Pod>(&meta).is_empty());
-    assert!(crate::runner::owners::<Deployment>(&ObjectMeta::default()).is_empty());
 }
 
 #[test]
