@@ -619,16 +619,16 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 }
                 _ => {}
             }
-            let mut new = prepare_update(state, &info, sub.as_deref(), current, body.clone())?;
-            let admitted_under = crate::crd::validate_custom(
-                &req.query,
-                &req.version,
+            let (mut new, onto) = admit_update(
+                state,
+                req,
                 &info,
-                Some(current),
-                &mut new,
+                sub.as_deref(),
+                current,
+                body.clone(),
+                admitted_clean,
             )?;
-            written_onto = Some((current.clone(), admitted_clean, admitted_under));
-            bump_generation(&info, current, &mut new);
+            written_onto = Some(onto);
             crate::patch_glue::record_update(
                 Some(current),
                 &mut new,
@@ -663,6 +663,26 @@ fn note_stored(
 ) {
     crate::builtin_types::note_written(info, admitted_clean, before, stored);
     crate::crd::note_admitted(admitted_under, before, stored);
+}
+
+/// The version an update or patch stores over `current`: what the request may change
+/// (`prepare_update`), a custom resource's schema check and defaults, and the generation;
+/// with what it was admitted as, for [`note_updated`]. `admitted_clean` is the built-in type
+/// check's verdict on the written body.
+fn admit_update(
+    state: &SharedState,
+    req: &ResourceRequest,
+    info: &ResourceInfo,
+    subresource: Option<&str>,
+    current: &Arc<Value>,
+    written: Value,
+    admitted_clean: bool,
+) -> Result<(Value, WrittenOnto), ApiError> {
+    let mut new = prepare_update(state, info, subresource, current, written)?;
+    let admitted_under =
+        crate::crd::validate_custom(&req.query, &req.version, info, Some(current), &mut new)?;
+    bump_generation(info, current, &mut new);
+    Ok((new, (current.clone(), admitted_clean, admitted_under)))
 }
 
 /// [`note_stored`] for an update or patch that stored a new version.
@@ -791,16 +811,16 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             {
                 return Err(ApiError::stale(&info.group, &info.plural, &name));
             }
-            let mut new = prepare_update(state, &info, sub.as_deref(), current, patched)?;
-            let admitted_under = crate::crd::validate_custom(
-                &req.query,
-                &req.version,
+            let (mut new, onto) = admit_update(
+                state,
+                req,
                 &info,
-                Some(current),
-                &mut new,
+                sub.as_deref(),
+                current,
+                patched,
+                admitted_clean,
             )?;
-            written_onto = Some((current.clone(), admitted_clean, admitted_under));
-            bump_generation(&info, current, &mut new);
+            written_onto = Some(onto);
             if kind != crate::patch_glue::PatchKind::Apply {
                 crate::patch_glue::record_update(
                     Some(current),
