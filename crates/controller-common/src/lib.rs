@@ -82,6 +82,7 @@ pub mod json_text;
 pub mod leader_election;
 pub mod lean;
 pub mod metrics;
+pub mod own_writes;
 pub mod rate_limit;
 pub mod request_metrics;
 pub mod runner;

@@ -10,6 +10,7 @@ use api_types::{
     SandboxWarmPoolStatus,
 };
 use controller_common::events::{Event, EventRecorder, EventType};
+use controller_common::own_writes::OwnWrites;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -331,7 +332,15 @@ pub struct ClaimState {
     /// Wakes a pool after one of its members was taken (its owner reference is gone, so no
     /// owner-based watch would).
     pub pool_wake: Option<UnboundedSender<ObjectRef<SandboxWarmPool>>>,
+    /// Sandboxes and claims a claim pass wrote (adoption, cold create, metadata sync, the
+    /// first-ready stamp), until their watch event arrives: that event does not trigger the
+    /// claim again (the pass that wrote acted on the server's answer).
+    pub own_writes: OwnWrites,
 }
+
+/// How long a write's watch event is waited for before it is no longer recognised as the
+/// write's echo (it was lost to a relist, or the object is gone).
+const OWN_WRITE_ECHO_WAIT: Duration = Duration::from_secs(60);
 
 impl ClaimState {
     pub fn new(
@@ -348,6 +357,7 @@ impl ClaimState {
             recorded: Mutex::default(),
             written: Mutex::default(),
             pool_wake,
+            own_writes: OwnWrites::new(),
         }
     }
 
@@ -487,6 +497,7 @@ impl ClaimState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|uid| live(uid));
+        self.own_writes.prune(OWN_WRITE_ECHO_WAIT);
     }
 
     pub fn forget(&self, claim_uid: &str) {

@@ -502,11 +502,18 @@ impl ExtensionsController {
 
         let claims_for_pools = claims.clone();
         let (pools_c, claims_c) = (pools.clone(), claims.clone());
+        // The echo of a claim pass's own write (`OwnWrites`) triggers no claim pass; the pools
+        // still see every Sandbox event.
+        let (echo_claims, echo_sandboxes) = (ctx.clone(), ctx.clone());
         let claim_triggers = futures::stream::select_all([
             changed_only(claim_events, claim_fingerprint, claims.clone())
+                .filter(move |c| future::ready(!echo_claims.claim.own_writes.is_echo(c.meta())))
                 .map(|c| ObjectRef::from_obj(&*c))
                 .boxed(),
             sb_for_claims
+                .filter(move |sb| {
+                    future::ready(!echo_sandboxes.claim.own_writes.is_echo(sb.meta()))
+                })
                 .flat_map(|sb| futures::stream::iter(owners::<SandboxClaim>(sb.meta())))
                 .boxed(),
             // Only pool changes a waiting claim cares about (created, spec or labels changed,

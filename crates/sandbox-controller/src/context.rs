@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use api_types::{Sandbox, SandboxStatus};
 use controller_common::events::{Event, EventRecorder, EventType};
+use controller_common::own_writes::OwnWrites;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
@@ -78,6 +79,9 @@ pub struct Context {
     /// with the resourceVersion the write produced; like `written`, for passes that run before
     /// the watch delivered the write (so the annotation is not written twice).
     pod_name_written: Mutex<HashMap<ObjectRef<Sandbox>, WrittenPodName>>,
+    /// Pods this process created or relabelled, until their watch event arrives: that event
+    /// does not trigger the owner again (the pass that wrote acted on the server's answer).
+    pub own_pod_writes: OwnWrites,
 }
 
 /// A `pod-name` annotation write: resourceVersion it produced, value (`None`: removed).
@@ -98,6 +102,10 @@ fn uid_hash(uid: &str) -> u64 {
     uid.hash(&mut h);
     h.finish()
 }
+
+/// How long a Pod write's watch event is waited for before it is no longer recognised as the
+/// write's echo (it was lost to a relist, or the Pod is gone).
+const OWN_WRITE_ECHO_WAIT: Duration = Duration::from_secs(60);
 
 /// Upper bound of the retry backoff after repeated failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -121,6 +129,7 @@ impl Context {
             written: Mutex::default(),
             progress: ProgressHolds::default(),
             pod_name_written: Mutex::default(),
+            own_pod_writes: OwnWrites::new(),
         }
     }
 
@@ -320,6 +329,7 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|u| uids.contains(u));
         self.progress.retain(|k| keys.contains(k));
+        self.own_pod_writes.prune(OWN_WRITE_ECHO_WAIT);
     }
 
     /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).

@@ -263,7 +263,17 @@ impl SandboxController {
             keys(sandbox_stream, |sb: CachedSandbox| {
                 vec![ObjectRef::from_obj(&sb)]
             }),
-            keys(pod_stream, |p: CachedPod| owners::<CachedSandbox>(p.meta())),
+            // The echo of a pass's own Pod create or relabel triggers nothing (`OwnWrites`).
+            keys(
+                pod_stream.filter({
+                    let ctx = ctx.clone();
+                    move |event| {
+                        let echo = matches!(event, Ok(p) if ctx.own_pod_writes.is_echo(p.meta()));
+                        std::future::ready(!echo)
+                    }
+                }),
+                |p: CachedPod| owners::<CachedSandbox>(p.meta()),
+            ),
             keys(svc_stream, |s: Service| owners::<CachedSandbox>(s.meta())),
             keys(pvc_stream, |p: PersistentVolumeClaim| {
                 owners::<CachedSandbox>(p.meta())

@@ -263,3 +263,68 @@ async fn a_pod_recreated_after_the_first_status_is_built_from_a_fresh_read() {
     );
     ctl.stop().await;
 }
+
+/// Passes the controller has finished (successful ones), from its metrics.
+fn passes(ctl: &Running) -> u64 {
+    ctl.scrape()
+        .lines()
+        .find(|l| {
+            l.starts_with("controller_runtime_reconcile_total{")
+                && l.contains("result=\"success\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_watch_events_of_its_own_pod_create_and_relabel_start_no_pass() {
+    let api = FakeApi::new();
+    // No progress window: every pass that sees a Pod change writes it, so each one shows.
+    let ctl = start_controller_with(&api, |s| s.status_progress_window = Duration::ZERO);
+    let mut member = sandbox("member", json!({}));
+    member["metadata"]["annotations"] = json!({"agents.x-k8s.io/pod-name": "member"});
+    member["metadata"]["labels"] = json!({"agents.x-k8s.io/warm-pool-sandbox": "0a1b2c3d"});
+    api.apply("sandboxes", member);
+    let mut pod = wait_for("pod", || api.get("pods", NS, "member")).await;
+    // On the Pod watch this change comes after the create's ADDED: once a pass wrote it, the
+    // ADDED had been handled.
+    pod["spec"]["nodeName"] = json!("node-1");
+    pod["status"] = json!({"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}]});
+    api.apply("pods", pod);
+    wait_for("scheduling reported", || {
+        api.get("sandboxes", NS, "member")
+            .filter(|s| condition(s, "PodScheduled").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    wait_for("two passes", || (passes(&ctl) >= 2).then_some(())).await;
+    assert_eq!(
+        passes(&ctl),
+        2,
+        "the Sandbox's creation and the scheduling; the Pod's ADDED (our create) started none"
+    );
+
+    // A claim takes the Sandbox over; the pass relabels the Pod.
+    let mut claimed = api.get("sandboxes", NS, "member").expect("sandbox");
+    claimed["metadata"]["labels"] = json!({"agents.x-k8s.io/claim-uid": "claim-uid"});
+    api.apply("sandboxes", claimed);
+    wait_for("pod relabelled", || {
+        api.get("pods", NS, "member").filter(|p| {
+            p["metadata"]["labels"]
+                .get("agents.x-k8s.io/warm-pool-sandbox")
+                .is_none()
+        })
+    })
+    .await;
+    // Again a later change on the Pod watch as the barrier: the Pod turns Ready.
+    make_pod_ready(&api, "member", "node-1", "127.0.0.33");
+    wait_ready(&api, "member").await;
+    wait_for("four passes", || (passes(&ctl) >= 4).then_some(())).await;
+    assert_eq!(
+        passes(&ctl),
+        4,
+        "the take-over and the Pod turning Ready; the relabel's MODIFIED started none"
+    );
+    ctl.stop().await;
+}

@@ -681,7 +681,10 @@ impl<'a> Pass<'a> {
             .patch(&sb_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(Lean(updated)) => Ok((Binding::Bound(Arc::new(updated)), None)),
+            Ok(Lean(updated)) => {
+                self.ctx.claim.own_writes.record(&updated.metadata);
+                Ok((Binding::Bound(Arc::new(updated)), None))
+            }
             Err(e) if is_not_found(&e) => Ok((Binding::Missing, Some(Duration::from_millis(200)))),
             Err(e) => Err(Error::kube(
                 format!("sync metadata of Sandbox {}/{sb_name}", self.namespace),

@@ -285,17 +285,20 @@ async fn existing_pod(
     let adopting = adopt_with.is_some();
     if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash, adopt_with.clone()) {
         let params = PatchParams::default();
-        if let Err(err) = pod_writes_api(ctx, sandbox)
+        match pod_writes_api(ctx, sandbox)
             .patch(&pod_name, &params, &Patch::Merge(&patch))
             .await
         {
-            return PodOutcome {
-                error: Some(Error::api(
-                    format!("failed to patch pod \"{pod_name}\""),
-                    err,
-                )),
-                ..Default::default()
-            };
+            Ok(written) => ctx.own_pod_writes.record(written.meta()),
+            Err(err) => {
+                return PodOutcome {
+                    error: Some(Error::api(
+                        format!("failed to patch pod \"{pod_name}\""),
+                        err,
+                    )),
+                    ..Default::default()
+                };
+            }
         }
         // Reflect what was written in the copy used for status.
         let (labels, annotations) = desired_pod_metadata(&pod.metadata, sandbox, hash);
@@ -383,6 +386,7 @@ async fn create_pod(
         .await;
     match created {
         Ok(created) => {
+            ctx.own_pod_writes.record(&created.metadata);
             crate::tracing_context::pod_created(sandbox);
             tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
             // No Event here, as in the reference: a creation is the normal path and an Event

@@ -119,6 +119,7 @@ impl Pass<'_> {
                 }
                 match written {
                     Ok(Lean(adopted)) => {
+                        claim_state.own_writes.record(&adopted.metadata);
                         crate::claim::trace::mark_bound(&self.uid);
                         claim_state.bind(&self.uid, &sb_name);
                         self.adopted(pool, &current, &adopted);
@@ -292,6 +293,7 @@ impl Pass<'_> {
         }
         match created {
             Ok(Lean(created)) => {
+                self.ctx.claim.own_writes.record(&created.metadata);
                 crate::claim::trace::mark_bound(&self.uid);
                 self.ctx.claim.bind(&self.uid, &self.name);
                 self.count_creation(&created, "cold", pool_name.to_owned(), "not_ready");

@@ -185,6 +185,7 @@ impl Pass<'_> {
                 .await
             {
                 Ok(Lean(stamped)) => {
+                    ctx.claim.own_writes.record(&stamped.metadata);
                     // The stamp moved the claim's resourceVersion: a later pass on a cache
                     // that has not seen it must guard its status write with the new one, not
                     // send a doomed 409.
