@@ -12,7 +12,8 @@
 //! order, so nothing that happened in between is hidden). The store is updated by the reflector
 //! before triggers are taken, so the cache sees every event either way. A recorded write whose
 //! echo never comes (the watch relisted past it, the object was deleted) is forgotten after
-//! [`OwnWrites::prune`]'s age.
+//! [`OwnWrites::prune`]'s age. An echo the watch delivers before the write's response has been
+//! read is not recognised and triggers a pass as before (harmless, one pass more).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -109,10 +109,11 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     );
     // The claim's creation and the core controller's status write on the adopted Sandbox
     // (its generation moved); the watch events of the claim pass's own writes (the adoption,
-    // the first-ready stamp) start none.
+    // the first-ready stamp) start none (four passes before). One more is possible: an echo
+    // the watch delivers before the write's response has been read is not recognised.
     let passes = claim_passes(&ext) - passes_before;
     assert!(
-        (1..=2).contains(&passes),
+        (1..=3).contains(&passes),
         "claim passes for one warm claim: {passes}"
     );
     assert_eq!(
