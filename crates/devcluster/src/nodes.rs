@@ -1,8 +1,10 @@
 //! Simulated nodes: a scheduler, kubelets and a volume binder that make pods and claims live.
 //!
-//! The agent is an ordinary API client (kube-runtime controllers on pods and PVCs), so it
-//! exercises the server exactly as a real scheduler and kubelet would (a devcluster hands it a
-//! client that calls the server's router in process, without a socket):
+//! The agent is an ordinary API client (kube-runtime watchers and reflector stores of pods and
+//! PVCs, each with the controllers' first come, first served work queue,
+//! `controller_common::runner`), so it exercises the server exactly as a real scheduler and
+//! kubelet would (a devcluster hands it a client that calls the server's router in process,
+//! without a socket):
 //!
 //! - a pod without `spec.nodeName` (and no other `schedulerName`) is bound to one of
 //!   `devcluster-node-0..N` with `POST pods/NAME/binding`, or, for the configured fraction, gets
@@ -13,7 +15,8 @@
 //!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
 //! - a terminating pod (`deletionTimestamp` set) stops after `min(grace period, termination
-//!   delay)`: its status reports the containers terminated and the terminal phase (`Succeeded`,
+//!   delay)`, counted from the deletion request (the stamp's whole seconds, or when the agent
+//!   first saw it if later): its status reports the containers terminated and the terminal phase (`Succeeded`,
 //!   or `Failed` if a container had failed), then it is deleted with `gracePeriodSeconds=0` and a
 //!   uid precondition;
 //! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
@@ -31,12 +34,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt as _;
+use controller_common::runner::{Action, Runner};
+use controller_common::work_queue::WorkQueueMetrics;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +86,8 @@ struct AgentState {
     pool: Mutex<IpPool>,
     /// When the agent first knew each pod (by uid) bound to one of its nodes.
     bound_since: Mutex<HashMap<String, Instant>>,
+    /// When the agent first saw each pod (by uid) terminating.
+    terminating_since: Mutex<HashMap<String, k8s_openapi::jiff::Timestamp>>,
     /// Consecutive failures per object, for back-off.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -104,31 +111,66 @@ pub fn spawn_node_agent(
             cfg: cfg.clone(),
             pool: Mutex::new(IpPool::default()),
             bound_since: Mutex::new(HashMap::new()),
+            terminating_since: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
         });
         if !seed_ip_pool(&state, &shutdown).await {
             return;
         }
-        let controller_config = controller::Config::default().concurrency(cfg.concurrency);
-        let pod_controller =
-            Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default())
-                .with_config(controller_config.clone())
-                .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-        let sweeper =
-            sweep_forgotten_pods(pod_controller.store(), Arc::clone(&state), shutdown.clone());
-        let pods = pod_controller
-            .run(reconcile_pod, pod_error_policy, Arc::clone(&state))
-            .for_each(|_| async {});
-        let claims = Controller::new(
-            Api::<PersistentVolumeClaim>::all(client),
-            watcher::Config::default(),
-        )
-        .with_config(controller_config)
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(reconcile_claim, claim_error_policy, state)
-        .for_each(|_| async {});
+        // The agent's work queues: first come, first served, as the controllers' own
+        // (`controller_common::runner`); kube-runtime's runner served waiting pods in hash
+        // order, so under load some waited many seconds to be bound or started.
+        let queues = WorkQueueMetrics::register(&mut Default::default());
+        let (pod_store, pod_keys) = reflected(Api::<Pod>::all(client.clone()));
+        let sweeper = sweep_forgotten_pods(pod_store.clone(), Arc::clone(&state), shutdown.clone());
+        let pods = Runner::new(cfg.concurrency, queues.queue("simulated-node-pods")).run(
+            pod_store,
+            pod_keys,
+            reconcile_pod,
+            pod_error_policy,
+            Arc::clone(&state),
+            shutdown.clone(),
+        );
+        let (claim_store, claim_keys) = reflected(Api::<PersistentVolumeClaim>::all(client));
+        let claims = Runner::new(cfg.concurrency, queues.queue("simulated-node-claims")).run(
+            claim_store,
+            claim_keys,
+            reconcile_claim,
+            claim_error_policy,
+            state,
+            shutdown.clone(),
+        );
         tokio::join!(pods, claims, sweeper);
     })
+}
+
+/// A watch of every `K` reflected into a store, and the keys of the objects it delivers (a
+/// failed watch is retried with back-off by the watcher; its errors are logged here).
+fn reflected<K>(api: Api<K>) -> (Store<K>, impl Stream<Item = ObjectRef<K>> + Send + 'static)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let keys = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .filter_map(|obj| {
+            std::future::ready(match obj {
+                Ok(obj) => Some(ObjectRef::from_obj(&obj)),
+                Err(err) => {
+                    tracing::warn!(error = %err, "simulated nodes: watch failed; retrying");
+                    None
+                }
+            })
+        });
+    (store, keys)
 }
 
 /// How often pod bookkeeping (IPs, start clocks, failure counts) is pruned of pods that are gone.
@@ -168,6 +210,9 @@ async fn sweep_forgotten_pods(
         }
         if let Ok(mut bound) = state.bound_since.lock() {
             bound.retain(|uid, _| live_uids.contains(uid.as_str()));
+        }
+        if let Ok(mut terminating) = state.terminating_since.lock() {
+            terminating.retain(|uid, _| live_uids.contains(uid.as_str()));
         }
         if let Ok(mut failures) = state.failures.lock() {
             failures.retain(|key, _| !key.starts_with("pod/") || live_keys.contains(key));
@@ -262,8 +307,18 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
     let api = Api::<Pod>::namespaced(state.client.clone(), &ns);
     let now = k8s_openapi::jiff::Timestamp::now();
     let now_text = status::format_time(now);
-    let step = next_step(&pod, &state.cfg, &fate, since_bound, now);
+    let seen_terminating = if pod.metadata.deletion_timestamp.is_some() {
+        let mut terminating = state
+            .terminating_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Some(*terminating.entry(uid.clone()).or_insert(now))
+    } else {
+        None
+    };
+    let step = next_step(&pod, &state.cfg, &fate, since_bound, seen_terminating, now);
     tracing::trace!(pod = %describe(&ns, &name), ?step, "simulated node step");
+
     let result = match step {
         PodStep::Ignore => Ok(Action::await_change()),
         PodStep::StartAfter(wait) | PodStep::DeleteAfter(wait) => Ok(Action::requeue(wait)),
@@ -375,6 +430,9 @@ fn forget_pod(state: &AgentState, uid: &str) {
     }
     if let Ok(mut bound) = state.bound_since.lock() {
         bound.remove(uid);
+    }
+    if let Ok(mut terminating) = state.terminating_since.lock() {
+        terminating.remove(uid);
     }
 }
 

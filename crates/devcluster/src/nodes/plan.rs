@@ -34,12 +34,15 @@ pub enum PodStep {
 }
 
 /// Decides the next step. `since_bound` is how long the agent has known the pod bound to one of
-/// its nodes (the startup delay counts from there).
+/// its nodes (the startup delay counts from there); `seen_terminating` is when the agent first
+/// saw the pod's `deletionTimestamp` (the termination delay counts from the deletion request,
+/// which is no earlier than that).
 pub fn next_step(
     pod: &Pod,
     cfg: &NodeConfig,
     fate: &PodFate,
     since_bound: Duration,
+    seen_terminating: Option<Timestamp>,
     now: Timestamp,
 ) -> PodStep {
     let spec = pod.spec.as_ref();
@@ -67,11 +70,16 @@ pub fn next_step(
                 .max(0)
                 .unsigned_abs(),
         );
-        // The server sets deletionTimestamp to "requested + grace period".
-        let requested = deleted_at.0.checked_sub(grace).unwrap_or(deleted_at.0);
+        // The server sets deletionTimestamp to "requested + grace period", in whole seconds
+        // (cut, not rounded): the request may have come up to a second later than that says,
+        // and no earlier than the agent saw it.
+        let stamped = deleted_at.0.checked_sub(grace).unwrap_or(deleted_at.0);
+        let requested = seen_terminating.map_or(stamped, |seen| seen.max(stamped));
+        // Never past the grace period.
         let due = requested
             .checked_add(grace.min(cfg.termination_delay))
-            .unwrap_or(requested);
+            .unwrap_or(requested)
+            .min(deleted_at.0);
         return match due.duration_since(now).try_into() {
             Ok(remaining) if remaining > Duration::ZERO => PodStep::DeleteAfter(remaining),
             // As a kubelet does, report the stopped containers before the pod goes.
@@ -171,7 +179,7 @@ mod tests {
         let cfg = NodeConfig::default();
         let p = pod(base(json!({})));
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::ZERO, now()),
+            next_step(&p, &cfg, &fate(), Duration::ZERO, None, now()),
             PodStep::Bind {
                 node: "devcluster-node-1".into()
             }
@@ -181,7 +189,7 @@ mod tests {
             ..fate()
         };
         assert_eq!(
-            next_step(&p, &cfg, &stuck, Duration::ZERO, now()),
+            next_step(&p, &cfg, &stuck, Duration::ZERO, None, now()),
             PodStep::MarkUnschedulable
         );
 
@@ -190,18 +198,25 @@ mod tests {
             { "type": "PodScheduled", "status": "False", "reason": "Unschedulable" }
         ]});
         assert_eq!(
-            next_step(&pod(marked), &cfg, &stuck, Duration::ZERO, now()),
+            next_step(&pod(marked), &cfg, &stuck, Duration::ZERO, None, now()),
             PodStep::Ignore
         );
 
         let other_scheduler = pod(base(json!({ "schedulerName": "volcano" })));
         assert_eq!(
-            next_step(&other_scheduler, &cfg, &fate(), Duration::ZERO, now()),
+            next_step(&other_scheduler, &cfg, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
         let default_scheduler = pod(base(json!({ "schedulerName": "default-scheduler" })));
         assert!(matches!(
-            next_step(&default_scheduler, &cfg, &fate(), Duration::ZERO, now()),
+            next_step(
+                &default_scheduler,
+                &cfg,
+                &fate(),
+                Duration::ZERO,
+                None,
+                now()
+            ),
             PodStep::Bind { .. }
         ));
     }
@@ -211,11 +226,11 @@ mod tests {
         let cfg = NodeConfig::default();
         let p = pod(base(json!({ "nodeName": "devcluster-node-2" })));
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::from_millis(200), now()),
+            next_step(&p, &cfg, &fate(), Duration::from_millis(200), None, now()),
             PodStep::StartAfter(Duration::from_millis(300))
         );
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::from_millis(500), now()),
+            next_step(&p, &cfg, &fate(), Duration::from_millis(500), None, now()),
             PodStep::Start {
                 node_index: 2,
                 outcome: Outcome::Running
@@ -223,7 +238,7 @@ mod tests {
         );
         let foreign = pod(base(json!({ "nodeName": "worker-7" })));
         assert_eq!(
-            next_step(&foreign, &cfg, &fate(), Duration::from_secs(9), now()),
+            next_step(&foreign, &cfg, &fate(), Duration::from_secs(9), None, now()),
             PodStep::Ignore
         );
     }
@@ -235,13 +250,27 @@ mod tests {
         running["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:00:00Z",
             "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0 }] });
         assert_eq!(
-            next_step(&pod(running), &cfg, &fate(), Duration::from_secs(9), now()),
+            next_step(
+                &pod(running),
+                &cfg,
+                &fate(),
+                Duration::from_secs(9),
+                None,
+                now()
+            ),
             PodStep::Ignore
         );
         let mut failed = base(json!({ "nodeName": "devcluster-node-0" }));
         failed["status"] = json!({ "phase": "Failed" });
         assert_eq!(
-            next_step(&pod(failed), &cfg, &fate(), Duration::from_secs(9), now()),
+            next_step(
+                &pod(failed),
+                &cfg,
+                &fate(),
+                Duration::from_secs(9),
+                None,
+                now()
+            ),
             PodStep::Ignore
         );
     }
@@ -259,8 +288,9 @@ mod tests {
         let always = pod(base(
             json!({ "nodeName": "devcluster-node-0", "restartPolicy": "Always" }),
         ));
-        let step =
-            |p: &Pod, cfg: &NodeConfig| next_step(p, cfg, &failing, Duration::from_secs(1), now());
+        let step = |p: &Pod, cfg: &NodeConfig| {
+            next_step(p, cfg, &failing, Duration::from_secs(1), None, now())
+        };
         assert_eq!(
             step(&never, &cfg),
             PodStep::Start {
@@ -289,6 +319,52 @@ mod tests {
     }
 
     #[test]
+    fn the_termination_delay_counts_from_when_the_deletion_was_seen_within_its_second() {
+        // deletionTimestamp is whole seconds, cut: the request came at 00:00:50.9, not :50.
+        let mut v = base(json!({ "nodeName": "devcluster-node-0" }));
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:01:20Z");
+        v["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        let p = pod(v);
+        let cfg = NodeConfig {
+            termination_delay: Duration::from_millis(800),
+            ..NodeConfig::default()
+        };
+        let seen: Timestamp = "2026-01-01T00:00:50.9Z".parse().unwrap();
+        let at: Timestamp = "2026-01-01T00:00:51Z".parse().unwrap();
+        assert_eq!(
+            next_step(&p, &cfg, &fate(), Duration::ZERO, Some(seen), at),
+            PodStep::DeleteAfter(Duration::from_millis(700)),
+            "0.8 s after it was seen, not after the stamp's second"
+        );
+        let restarted: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        assert_eq!(
+            next_step(
+                &p,
+                &cfg,
+                &fate(),
+                Duration::ZERO,
+                Some(restarted),
+                restarted
+            ),
+            PodStep::DeleteAfter(Duration::from_millis(800)),
+            "a later sighting (a restarted agent) waits the delay from then"
+        );
+        let past_grace: Timestamp = "2026-01-01T00:01:30Z".parse().unwrap();
+        assert_eq!(
+            next_step(
+                &p,
+                &cfg,
+                &fate(),
+                Duration::ZERO,
+                Some(past_grace),
+                past_grace
+            ),
+            PodStep::Delete,
+            "but never past the grace period"
+        );
+    }
+
+    #[test]
     fn terminating_pods_go_after_the_shorter_of_grace_and_termination_delay() {
         let mut v = base(json!({ "nodeName": "devcluster-node-0" }));
         // Deletion requested at 00:00:50 with 30 s grace.
@@ -297,7 +373,7 @@ mod tests {
         let p = pod(v.clone());
         let fast = NodeConfig::default();
         assert_eq!(
-            next_step(&p, &fast, &fate(), Duration::ZERO, now()),
+            next_step(&p, &fast, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
         let slow = NodeConfig {
@@ -305,7 +381,7 @@ mod tests {
             ..NodeConfig::default()
         };
         assert_eq!(
-            next_step(&p, &slow, &fate(), Duration::ZERO, now()),
+            next_step(&p, &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::DeleteAfter(Duration::from_secs(10))
         );
         let slower_than_grace = NodeConfig {
@@ -313,7 +389,7 @@ mod tests {
             ..NodeConfig::default()
         };
         assert_eq!(
-            next_step(&p, &slower_than_grace, &fate(), Duration::ZERO, now()),
+            next_step(&p, &slower_than_grace, &fate(), Duration::ZERO, None, now()),
             PodStep::DeleteAfter(Duration::from_secs(20)),
             "the grace period caps the termination delay"
         );
@@ -322,19 +398,26 @@ mod tests {
         started["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:00:00Z",
             "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0 }] });
         assert_eq!(
-            next_step(&pod(started.clone()), &fast, &fate(), Duration::ZERO, now()),
+            next_step(
+                &pod(started.clone()),
+                &fast,
+                &fate(),
+                Duration::ZERO,
+                None,
+                now()
+            ),
             PodStep::Terminate,
             "a running pod reports its containers stopped first"
         );
         started["status"]["phase"] = json!("Succeeded");
         assert_eq!(
-            next_step(&pod(started), &fast, &fate(), Duration::ZERO, now()),
+            next_step(&pod(started), &fast, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
 
         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         assert_eq!(
-            next_step(&pod(v.clone()), &slow, &fate(), Duration::ZERO, now()),
+            next_step(&pod(v.clone()), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
 
@@ -342,14 +425,14 @@ mod tests {
         unbound["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:01:20Z");
         unbound["metadata"]["deletionGracePeriodSeconds"] = json!(30);
         assert_eq!(
-            next_step(&pod(unbound), &slow, &fate(), Duration::ZERO, now()),
+            next_step(&pod(unbound), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
 
         v["metadata"]["deletionGracePeriodSeconds"] = json!(30);
         v["spec"]["nodeName"] = json!("worker-7");
         assert_eq!(
-            next_step(&pod(v), &slow, &fate(), Duration::ZERO, now()),
+            next_step(&pod(v), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
     }

@@ -195,6 +195,18 @@ async fn a_deleted_pod_reports_its_containers_stopped_before_it_goes() {
     create_pod(&api, "ending").await;
     wait_running(&api, "ending").await;
     let mut events = Box::pin(watcher::watcher(api.clone(), watcher::Config::default()));
+    // Listed before the delete (the node may finish the pod within milliseconds).
+    let listed = Instant::now() + DEADLINE;
+    loop {
+        let event = tokio::time::timeout_at(listed.into(), events.next())
+            .await
+            .expect("initial list before the deadline")
+            .unwrap()
+            .unwrap();
+        if matches!(event, watcher::Event::InitDone) {
+            break;
+        }
+    }
     api.delete("ending", &DeleteParams::default())
         .await
         .unwrap();
