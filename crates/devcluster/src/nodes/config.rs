@@ -131,7 +131,7 @@ impl Default for NodeConfig {
             failure_mode: FailureMode::default(),
             termination_delay: Duration::ZERO,
             seed: 0,
-            concurrency: 16,
+            concurrency: 64,
         }
     }
 }
