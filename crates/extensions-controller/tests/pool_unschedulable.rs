@@ -26,18 +26,6 @@ fn quick_grace() -> Options {
     }
 }
 
-/// Reconcile passes of the pool controller so far, from its metrics.
-fn pool_passes(ext: &ExtEnv) -> u64 {
-    ext.metrics_text()
-        .lines()
-        .filter(|l| {
-            l.starts_with("controller_runtime_reconcile_total")
-                && l.contains("controller=\"sandboxwarmpool\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 fn unschedulable(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -101,9 +89,9 @@ async fn unschedulable_members_are_held_and_reported_not_replaced() {
     );
 
     // ...and still holds the same members after three more passes (the recheck requeues it).
-    let passes_at_event = pool_passes(&ext);
+    let passes_at_event = ext.passes("sandboxwarmpool");
     wait_for("three more pool passes", DEADLINE, || async {
-        (pool_passes(&ext) >= passes_at_event + 3).then_some(())
+        (ext.passes("sandboxwarmpool") >= passes_at_event + 3).then_some(())
     })
     .await;
     let status = ext

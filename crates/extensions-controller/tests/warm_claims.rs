@@ -19,18 +19,6 @@ fn is_ready(sb: &Sandbox) -> bool {
     })
 }
 
-/// Passes of the claim controller so far (any result), from its metrics.
-fn claim_passes(ext: &ExtEnv) -> u64 {
-    ext.metrics_text()
-        .lines()
-        .filter(|l| {
-            l.starts_with("controller_runtime_reconcile_total")
-                && l.contains("controller=\"sandboxclaim\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     let ext = ExtEnv::start(Options::default()).await;
@@ -60,7 +48,7 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     );
 
     ext.reset_counts();
-    let passes_before = claim_passes(&ext);
+    let passes_before = ext.passes("sandboxclaim");
     let claim = ext.create_claim("c1", "pool", json!({})).await;
     let bound = ext.wait_claim_reason("c1", "DependenciesReady").await;
     let (ready, _, _) = claim_ready(&bound).unwrap();
@@ -111,7 +99,7 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     // (its generation moved); the watch events of the claim pass's own writes (the adoption,
     // the first-ready stamp) start none (four passes before). One more is possible: an echo
     // the watch delivers before the write's response has been read is not recognised.
-    let passes = claim_passes(&ext) - passes_before;
+    let passes = ext.passes("sandboxclaim") - passes_before;
     assert!(
         (1..=3).contains(&passes),
         "claim passes for one warm claim: {passes}"

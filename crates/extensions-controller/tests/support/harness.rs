@@ -94,6 +94,17 @@ impl ExtEnv {
         }
     }
 
+    /// Reconcile passes of one of this controller's controllers so far (any result), e.g.
+    /// `sandboxclaim` or `sandboxwarmpool`, from its metrics.
+    pub fn passes(&self, controller: &str) -> u64 {
+        let label = format!("controller=\"{controller}\"");
+        self.metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("controller_runtime_reconcile_total") && l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     pub fn metrics_text(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
