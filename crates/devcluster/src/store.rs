@@ -111,6 +111,12 @@ impl Event {
         self.previous.as_ref().map(|p| p.tree())
     }
 
+    /// Whether the object's `apiVersion` and `kind` are these (without parsing an old event's
+    /// object again).
+    pub fn has_type(&self, api_version: &str, kind: &str) -> bool {
+        self.object.has_type(api_version, kind)
+    }
+
     /// Whether `obj` is this event's object (the same allocation, not an equal copy).
     pub fn holds(&self, obj: &Arc<Value>) -> bool {
         self.object.holds(obj)

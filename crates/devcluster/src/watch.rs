@@ -120,6 +120,17 @@ impl Watcher {
     /// [`Watcher::frame_for`] a stored event (the object before it is looked at only by
     /// watchers with selectors).
     fn frame_for_event(&mut self, e: &Event) -> Option<Bytes> {
+        // A watch of every object in the stored form sends each event's own shared frame: only
+        // the object's type is looked at, without parsing an old event's object again.
+        if !self.has_selectors
+            && self.filter.is_empty()
+            && self.namespace.is_none()
+            && self.table.is_none()
+            && self.info.shared_storage.is_none()
+            && e.has_type(&self.api_version, &self.kind)
+        {
+            return Some(e.frame(e.event_type));
+        }
         let obj = e.object();
         let previous = if self.has_selectors {
             e.previous()

@@ -1,10 +1,12 @@
 //! Request counters and latency histograms, readable as data and as Prometheus text.
 //!
 //! Exposition uses `prometheus-client` (the workspace's metrics crate: a maintained encoder with
-//! correct histogram buckets and label escaping); the raw counts are also kept in a plain map so
-//! tests can read them without parsing text.
+//! correct histogram buckets and label escaping); the raw counts are also kept per class of
+//! requests so tests can read them without parsing text. A class keeps its series' handles, so
+//! a request of a class seen before is recorded without building labels or looking them up.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -78,9 +80,82 @@ pub struct RequestKey {
 
 type RequestLabels = Vec<(&'static str, String)>;
 
+/// Every label `RequestMetrics::record` writes for a request: requests of one class count in
+/// the same series of every family.
+#[derive(Debug, PartialEq, Eq)]
+struct ClassKey {
+    request: RequestKey,
+    is_resource_request: bool,
+    api_version: String,
+    /// A patch sent as `application/apply-patch+yaml` (verb `APPLY`).
+    is_apply: bool,
+    dry_run: String,
+    scope: &'static str,
+}
+
+/// A class of requests: its count since the last reset and its series in each family.
+struct Class {
+    key: ClassKey,
+    count: u64,
+    requests: Counter,
+    durations: Histogram,
+    apiserver_requests: Counter,
+    /// None for verbs kube-apiserver leaves out of its latency histogram.
+    apiserver_durations: Option<Histogram>,
+}
+
+/// The classes seen, by a hash of their key (so that a request finds its class without
+/// building the key).
+#[derive(Default)]
+struct ClassTable {
+    hasher: std::hash::RandomState,
+    by_hash: HashMap<u64, Vec<Class>>,
+}
+
+/// A request's class as borrowed from the request.
+struct ClassRef<'a> {
+    info: &'a RequestInfo,
+    is_apply: bool,
+    dry_run: &'a str,
+    user_agent: &'a str,
+    code: u16,
+}
+
+impl ClassRef<'_> {
+    /// What the hash of a class covers (the members of its key that vary most).
+    fn hashed(&self) -> (&str, &str, &str, &str, &str, u16, bool) {
+        let info = self.info;
+        (
+            &info.verb,
+            &info.api_group,
+            &info.resource,
+            &info.subresource,
+            self.user_agent,
+            self.code,
+            self.is_apply,
+        )
+    }
+
+    fn is(&self, key: &ClassKey) -> bool {
+        let info = self.info;
+        key.request.verb == info.verb
+            && key.request.group == info.api_group
+            && key.request.resource == info.resource
+            && key.request.subresource == info.subresource
+            && key.request.user_agent == self.user_agent
+            && key.request.code == self.code
+            && key.is_resource_request == info.is_resource_request
+            && key.api_version == info.api_version
+            && key.is_apply == self.is_apply
+            && key.dry_run == self.dry_run
+            && key.scope == apiserver_scope(info)
+    }
+}
+
 /// The counters and histograms of one server.
 pub struct RequestMetrics {
-    counts: Mutex<HashMap<RequestKey, u64>>,
+    /// Every class of requests seen since the last reset, with its count and metric handles.
+    classes: Mutex<ClassTable>,
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     durations: Family<RequestLabels, Histogram>,
@@ -143,7 +218,7 @@ impl RequestMetrics {
         );
         // Families are shared handles: the registry and this struct see the same values.
         Self {
-            counts: Mutex::new(HashMap::new()),
+            classes: Mutex::new(ClassTable::default()),
             registry,
             requests,
             durations,
@@ -165,42 +240,74 @@ impl RequestMetrics {
         code: u16,
         elapsed: Duration,
     ) {
+        let class = ClassRef {
+            info,
+            is_apply: content_type.is_some_and(|c| c.starts_with("application/apply-patch")),
+            dry_run,
+            user_agent,
+            code,
+        };
+        let Ok(mut classes) = self.classes.lock() else {
+            return;
+        };
+        let hash = classes.hasher.hash_one(class.hashed());
+        let bucket = classes.by_hash.entry(hash).or_default();
+        let position = match bucket.iter().position(|c| class.is(&c.key)) {
+            Some(position) => position,
+            None => {
+                bucket.push(self.new_class(&class));
+                bucket.len() - 1
+            }
+        };
+        let Some(class) = bucket.get_mut(position) else {
+            return;
+        };
+        class.count += 1;
+        let seconds = elapsed.as_secs_f64();
+        class.requests.inc();
+        class.durations.observe(seconds);
+        class.apiserver_requests.inc();
+        if let Some(histogram) = &class.apiserver_durations {
+            histogram.observe(seconds);
+        }
+    }
+
+    /// The handles of a class of requests not seen since the last reset (called with the class
+    /// table locked, so that a reset cannot leave handles of cleared families in it).
+    fn new_class(&self, class: &ClassRef<'_>) -> Class {
+        let info = class.info;
+        let content_type = class.is_apply.then_some("application/apply-patch+yaml");
         let key = RequestKey {
             verb: info.verb.clone(),
             group: info.api_group.clone(),
             resource: info.resource.clone(),
             subresource: info.subresource.clone(),
-            user_agent: user_agent.to_string(),
-            code,
+            user_agent: class.user_agent.to_string(),
+            code: class.code,
         };
-        if let Ok(mut counts) = self.counts.lock() {
-            *counts.entry(key.clone()).or_insert(0) += 1;
-        }
         let labels = vec![
-            ("verb", key.verb),
-            ("group", key.group),
-            ("resource", key.resource),
-            ("subresource", key.subresource),
-            ("user_agent", key.user_agent),
-            ("code", code.to_string()),
+            ("verb", key.verb.clone()),
+            ("group", key.group.clone()),
+            ("resource", key.resource.clone()),
+            ("subresource", key.subresource.clone()),
+            ("user_agent", key.user_agent.clone()),
+            ("code", class.code.to_string()),
         ];
-        self.requests.get_or_create(&labels).inc();
+        let requests = self.requests.get_or_create(&labels).clone();
         let duration_labels = vec![
             ("verb", info.verb.clone()),
             ("group", info.api_group.clone()),
             ("resource", info.resource.clone()),
             ("subresource", info.subresource.clone()),
         ];
-        self.durations
-            .get_or_create(&duration_labels)
-            .observe(elapsed.as_secs_f64());
+        let durations = self.durations.get_or_create(&duration_labels).clone();
 
         let verb = apiserver_verb(info, content_type);
         let scope = apiserver_scope(info).to_string();
         let common = |with_subresource: bool| {
             let mut labels = vec![
                 ("verb", verb.clone()),
-                ("dry_run", dry_run.to_string()),
+                ("dry_run", class.dry_run.to_string()),
                 ("group", info.api_group.clone()),
                 ("version", info.api_version.clone()),
                 ("resource", info.resource.clone()),
@@ -213,21 +320,38 @@ impl RequestMetrics {
             labels
         };
         let mut counter_labels = common(true);
-        counter_labels.push(("code", code.to_string()));
-        self.apiserver_requests.get_or_create(&counter_labels).inc();
+        counter_labels.push(("code", class.code.to_string()));
+        let apiserver_requests = self
+            .apiserver_requests
+            .get_or_create(&counter_labels)
+            .clone();
         // kube-apiserver leaves WATCH and CONNECT out of its latency histogram.
-        if !matches!(verb.as_str(), "WATCH" | "CONNECT") {
+        let apiserver_durations = (!matches!(verb.as_str(), "WATCH" | "CONNECT")).then(|| {
             self.apiserver_durations
                 .get_or_create(&common(true))
-                .observe(elapsed.as_secs_f64());
+                .clone()
+        });
+        Class {
+            key: ClassKey {
+                request: key,
+                is_resource_request: info.is_resource_request,
+                api_version: info.api_version.clone(),
+                is_apply: class.is_apply,
+                dry_run: class.dry_run.to_string(),
+                scope: apiserver_scope(info),
+            },
+            count: 0,
+            requests,
+            durations,
+            apiserver_requests,
+            apiserver_durations,
         }
     }
 
     /// Forgets every count and observation (e.g. between benchmark phases); open watches stay.
     pub fn reset(&self) {
-        if let Ok(mut counts) = self.counts.lock() {
-            counts.clear();
-        }
+        let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
+        classes.by_hash.clear();
         self.requests.clear();
         self.durations.clear();
         self.apiserver_requests.clear();
@@ -260,21 +384,26 @@ impl RequestMetrics {
 
     /// Every counted class with its count, sorted by key.
     pub fn counts(&self) -> Vec<(RequestKey, u64)> {
-        let mut out: Vec<_> = match self.counts.lock() {
-            Ok(counts) => counts.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut counts: HashMap<RequestKey, u64> = HashMap::new();
+        if let Ok(classes) = self.classes.lock() {
+            for class in classes.by_hash.values().flatten() {
+                *counts.entry(class.key.request.clone()).or_default() += class.count;
+            }
+        }
+        let mut out: Vec<_> = counts.into_iter().collect();
         out.sort();
         out
     }
 
     /// Sum of the counts whose key satisfies `filter`.
     pub fn total(&self, filter: impl Fn(&RequestKey) -> bool) -> u64 {
-        match self.counts.lock() {
-            Ok(counts) => counts
-                .iter()
-                .filter(|(k, _)| filter(k))
-                .map(|(_, v)| v)
+        match self.classes.lock() {
+            Ok(classes) => classes
+                .by_hash
+                .values()
+                .flatten()
+                .filter(|class| filter(&class.key.request))
+                .map(|class| class.count)
                 .sum(),
             Err(_) => 0,
         }
@@ -416,6 +545,13 @@ mod tests {
                 .render_prometheus()
                 .contains("apiserver_request_total{")
         );
+
+        // A class seen before the reset is counted afresh after it, in the text as in the counts.
+        metrics.record(&watch, None, "", "k", 200, Duration::from_millis(1));
+        metrics.record(&watch, None, "", "k", 200, Duration::from_millis(1));
+        assert_eq!(metrics.total(|k| k.resource == "pods"), 2);
+        let text = metrics.render_prometheus();
+        assert!(text.contains(r#"apiserver_request_total{verb="WATCH",dry_run="",group="",version="v1",resource="pods",subresource="",scope="cluster",component="apiserver",code="200"} 2"#), "{text}");
     }
 
     #[test]

@@ -121,6 +121,11 @@ impl ManagedEntry {
         if let Some(raw) = &self.raw {
             return raw.clone();
         }
+        self.to_json_with(self.fields.to_fields_v1())
+    }
+
+    /// The entry encoded afresh with `fields_v1` as its `fieldsV1` (the encoding of its fields).
+    fn to_json_with(&self, fields_v1: Value) -> Value {
         let mut entry = Map::new();
         entry.insert("manager".into(), json!(self.manager));
         entry.insert("operation".into(), json!(self.operation));
@@ -129,7 +134,7 @@ impl ManagedEntry {
             entry.insert("time".into(), json!(time));
         }
         entry.insert("fieldsType".into(), json!("FieldsV1"));
-        entry.insert("fieldsV1".into(), self.fields.to_fields_v1());
+        entry.insert("fieldsV1".into(), fields_v1);
         if !self.subresource.is_empty() {
             entry.insert("subresource".into(), json!(self.subresource));
         }

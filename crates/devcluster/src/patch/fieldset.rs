@@ -189,9 +189,17 @@ impl FieldSet {
 
     /// What [`FieldSet::from_fields_v1`] gives below one top-level field (`f:<field>`) only.
     pub fn from_fields_v1_under(value: &Value, field: &str) -> FieldSet {
+        match value.as_object() {
+            Some(map) => FieldSet::from_fields_v1_map_under(map, field),
+            None => FieldSet::default(),
+        }
+    }
+
+    /// [`FieldSet::from_fields_v1_under`] for a `fieldsV1` object's members.
+    pub fn from_fields_v1_map_under(map: &Map<String, Value>, field: &str) -> FieldSet {
         let mut set = BTreeSet::new();
         let key = PathElement::Field(field.to_string()).encode();
-        if let Some(child) = value.as_object().and_then(|map| map.get(&key)) {
+        if let Some(child) = map.get(&key) {
             decode_member(&key, child, &FieldPath::default(), &mut set);
         }
         FieldSet(set)
@@ -591,6 +599,8 @@ fn child_of_single<'a>(item: &'a Value, element: &PathElement) -> Option<&'a Val
     let wrapper = Value::Array(single.to_vec());
     child_of(&wrapper, element).map(|_| item)
 }
+
+pub(crate) mod edit;
 
 #[cfg(test)]
 mod tests {

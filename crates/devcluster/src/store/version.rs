@@ -78,6 +78,33 @@ impl Version {
         }
     }
 
+    /// Whether the object's `apiVersion` and `kind` are these strings, read from the kept tree
+    /// or, when the version is kept as JSON, from the JSON without building a tree.
+    pub fn has_type(&self, api_version: &str, kind: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct TypeMeta<'a> {
+            #[serde(rename = "apiVersion", borrow, default)]
+            api_version: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow, default)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+        }
+        let encoded = match &*self.form() {
+            Form::Tree(tree) => {
+                return tree.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+                    && tree.get("kind").and_then(Value::as_str) == Some(kind);
+            }
+            Form::Encoded(bytes) => bytes.clone(),
+        };
+        match serde_json::from_slice::<TypeMeta>(&encoded) {
+            Ok(meta) => {
+                meta.api_version.as_deref() == Some(api_version)
+                    && meta.kind.as_deref() == Some(kind)
+            }
+            // Not strings: not these.
+            Err(_) => false,
+        }
+    }
+
     /// The kept tree, if the version is not encoded yet.
     pub fn kept_tree(&self) -> Option<Arc<Value>> {
         match &*self.form() {

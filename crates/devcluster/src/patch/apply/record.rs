@@ -7,7 +7,10 @@
 //! * the old and new objects are compared top-level field by top-level field, by reference;
 //!   only the fields that differ are copied and walked;
 //! * a manager's `fieldsV1` is decoded only below those fields, to see whether it loses
-//!   anything, and in full only when it does or when it is the writer's entry gaining fields;
+//!   anything; the writer's entry takes back what it changed, so it loses only the rest;
+//! * an entry that loses or gains paths has them removed from or added to its stored
+//!   `fieldsV1` in place ([`edit`]) when that is in the encoder's own form (always, for entries
+//!   the server wrote), and is decoded and encoded afresh only otherwise;
 //! * entries nobody changed are written back as stored.
 //!
 //! [`record_update_reference`] is the plain version (decode every entry, walk whole objects);
@@ -18,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::super::fieldset::{FieldPath, FieldSet, PathElement, node_values};
+use super::super::fieldset::{FieldPath, FieldSet, PathElement, edit, node_values};
 use super::super::shape::FieldShape;
 use super::{
     ManagedEntry, SERVER_METADATA, finish, is_list_element, managed_fields_of, parse_entry,
@@ -85,7 +88,7 @@ pub fn record_update_ignoring(
     }
     // The write usually sends back the list it read: those entries are moved into the result
     // instead of copying the stored ones.
-    let sent_copy = match sent {
+    let mut sent_copy = match sent {
         Some(Value::Array(_)) if sent == stored => take_managed_fields(new),
         _ => Vec::new(),
     };
@@ -99,19 +102,21 @@ pub fn record_update_ignoring(
         .enumerate()
         .filter_map(|(position, entry)| LazyEntry::of_stored(position, entry))
         .collect();
-    for entry in &mut managers {
-        entry.drop_lost(&change);
-    }
-    let Change { changed, .. } = change;
     let api_version = api_version_of(new);
     let operation = operation_or_update(operation);
     let subresource = subresource.unwrap_or_default();
-    match managers
-        .iter_mut()
-        .find(|e| e.entry.is(manager, operation, subresource, &api_version))
-    {
+    let writer = managers
+        .iter()
+        .position(|e| e.entry.is(manager, operation, subresource, &api_version));
+    for (position, entry) in managers.iter_mut().enumerate() {
+        // The writer's entry takes back what the write changed: it loses only the rest.
+        let regains = writer == Some(position) && !change.changed.is_empty();
+        entry.drop_lost(&change, regains, &mut sent_copy);
+    }
+    let Change { changed, .. } = change;
+    match writer.and_then(|position| managers.get_mut(position)) {
         Some(entry) if !changed.is_empty() => {
-            entry.fields_mut().0.extend(changed.0);
+            entry.gain(changed, &mut sent_copy);
             entry.entry.time = Some(now.to_string());
             entry.entry.api_version = api_version;
             entry.modified = true;
@@ -129,7 +134,7 @@ pub fn record_update_ignoring(
             },
             stored: &Value::Null,
             position: usize::MAX,
-            decoded: true,
+            fields: Fields::Decoded,
             modified: true,
         }),
         None => {}
@@ -359,29 +364,43 @@ impl<'a> Change<'a> {
     }
 
     /// Whether an owner loses `path`: it lies below a touched field and the writer changed it
-    /// or it no longer exists.
-    fn loses(&self, path: &FieldPath) -> bool {
+    /// (unless the owner is the writer, which `regains` what it changed) or it no longer exists.
+    fn loses(&self, path: &FieldPath, regains: bool) -> bool {
         let under_touched = match path.0.first() {
             Some(PathElement::Field(top)) => self.is_touched(top),
             _ => false,
         };
         under_touched
-            && (self.changed.contains(path)
-                || !diff::exists(&self.after, &self.touched, path, self.shape))
+            && if self.changed.contains(path) {
+                !regains
+            } else {
+                !diff::exists(&self.after, &self.touched, path, self.shape)
+            }
     }
 }
 
-/// A stored `managedFields` entry whose `fieldsV1` is decoded only when needed.
+/// A stored `managedFields` entry whose `fieldsV1` is read only when needed.
 struct LazyEntry<'a> {
-    /// Identity and time; `fields` is meaningful only once `decoded`.
+    /// Identity and time; `fields` is meaningful only once [`Fields::Decoded`].
     entry: ManagedEntry,
     /// The entry as stored.
     stored: &'a Value,
     /// Where it is in the stored list.
     position: usize,
-    decoded: bool,
+    fields: Fields,
     /// The fields or time changed: the entry is encoded afresh.
     modified: bool,
+}
+
+/// Where a [`LazyEntry`]'s fields are.
+enum Fields {
+    /// In the stored `fieldsV1`, unread.
+    Stored,
+    /// In `entry.fields` (a stored `fieldsV1` not in the encoder's own form is decoded to be
+    /// changed).
+    Decoded,
+    /// In this copy of the stored `fieldsV1`, changed in place (it was in the encoder's form).
+    Edited(Map<String, Value>),
 }
 
 impl<'a> LazyEntry<'a> {
@@ -390,7 +409,7 @@ impl<'a> LazyEntry<'a> {
             entry: parse_entry(stored, false)?,
             stored,
             position,
-            decoded: false,
+            fields: Fields::Stored,
             modified: false,
         })
     }
@@ -400,50 +419,121 @@ impl<'a> LazyEntry<'a> {
     }
 
     fn fields_mut(&mut self) -> &mut FieldSet {
-        if !self.decoded {
+        if matches!(self.fields, Fields::Stored) {
             self.entry.fields = self
                 .stored_fields()
                 .map(FieldSet::from_fields_v1)
                 .unwrap_or_default();
-            self.decoded = true;
+            self.fields = Fields::Decoded;
         }
         &mut self.entry.fields
     }
 
-    fn is_empty(&self) -> bool {
-        if self.decoded {
-            self.entry.fields.is_empty()
-        } else {
-            self.stored_fields()
-                .is_none_or(FieldSet::fields_v1_is_empty)
+    /// The `fieldsV1` to change in place, when the stored one is in the encoder's form (moved
+    /// out of `stored_copy`, an equal copy of the stored list, when there is one); `None` when
+    /// the fields must be decoded to be changed.
+    fn editable(&mut self, stored_copy: &mut [Value]) -> Option<&mut Map<String, Value>> {
+        if matches!(self.fields, Fields::Stored) {
+            match self.stored_fields() {
+                Some(fields @ Value::Object(map)) if edit::is_canonical(fields) => {
+                    let copied = stored_copy
+                        .get_mut(self.position)
+                        .and_then(|entry| entry.get_mut("fieldsV1"))
+                        .map(std::mem::take);
+                    self.fields = Fields::Edited(match copied {
+                        Some(Value::Object(copy)) => copy,
+                        _ => map.clone(),
+                    });
+                }
+                _ => {
+                    self.fields_mut();
+                }
+            }
+        }
+        match &mut self.fields {
+            Fields::Edited(map) => Some(map),
+            _ => None,
         }
     }
 
-    /// Drop the paths this entry loses to the write, decoding only below the touched fields
-    /// until something is lost.
-    fn drop_lost(&mut self, change: &Change) {
-        let loses_some = if self.decoded {
-            self.entry.fields.0.iter().any(|p| change.loses(p))
-        } else {
-            let stored = self.stored_fields();
-            change.touched.iter().any(|top| {
-                stored.is_some_and(|fields| {
-                    FieldSet::from_fields_v1_under(fields, top)
-                        .0
-                        .iter()
-                        .any(|p| change.loses(p))
-                })
-            })
+    /// Add the paths `changed` (the writer's entry).
+    fn gain(&mut self, changed: FieldSet, stored_copy: &mut [Value]) {
+        match self.editable(stored_copy) {
+            Some(map) => {
+                for path in &changed.0 {
+                    edit::insert(map, path);
+                }
+            }
+            None => self.fields_mut().0.extend(changed.0),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match &self.fields {
+            Fields::Stored => self
+                .stored_fields()
+                .is_none_or(FieldSet::fields_v1_is_empty),
+            Fields::Decoded => self.entry.fields.is_empty(),
+            Fields::Edited(map) => map.is_empty(),
+        }
+    }
+
+    /// Drop the paths this entry loses to the write, reading only below the touched fields
+    /// (`regains`: it is the writer's entry, which takes back what the write changed).
+    fn drop_lost(&mut self, change: &Change, regains: bool, stored_copy: &mut [Value]) {
+        let loses = |path: &FieldPath| change.loses(path, regains);
+        let lost: Vec<FieldPath> = match &self.fields {
+            Fields::Decoded => {
+                if self.entry.fields.0.iter().any(loses) {
+                    self.entry.fields.0.retain(|p| !loses(p));
+                    self.modified = true;
+                }
+                return;
+            }
+            Fields::Stored => {
+                let Some(stored) = self.stored_fields() else {
+                    return;
+                };
+                change
+                    .touched
+                    .iter()
+                    .flat_map(|top| FieldSet::from_fields_v1_under(stored, top).0)
+                    .filter(|p| loses(p))
+                    .collect()
+            }
+            Fields::Edited(map) => change
+                .touched
+                .iter()
+                .flat_map(|top| FieldSet::from_fields_v1_map_under(map, top).0)
+                .filter(|p| loses(p))
+                .collect(),
         };
-        if loses_some {
-            self.fields_mut().0.retain(|p| !change.loses(p));
-            self.modified = true;
+        if lost.is_empty() {
+            return;
+        }
+        self.modified = true;
+        match self.editable(stored_copy) {
+            Some(map) => {
+                for path in &lost {
+                    edit::remove(map, path);
+                }
+            }
+            None => self.fields_mut().0.retain(|p| !loses(p)),
         }
     }
 
     /// The entry as [`parse_managed`] gives it (decoded, `raw` kept while unmodified).
     fn into_entry(mut self) -> ManagedEntry {
-        self.fields_mut();
+        match std::mem::replace(&mut self.fields, Fields::Decoded) {
+            Fields::Edited(map) => {
+                self.entry.fields = FieldSet::from_fields_v1(&Value::Object(map));
+            }
+            Fields::Stored => {
+                self.fields = Fields::Stored;
+                self.fields_mut();
+            }
+            Fields::Decoded => {}
+        }
         let mut entry = self.entry;
         entry.raw = (!self.modified).then(|| self.stored.clone());
         entry
@@ -453,7 +543,10 @@ impl<'a> LazyEntry<'a> {
     /// `stored_copy`, an equal copy of the stored list, when there is one).
     fn into_json(self, stored_copy: &mut [Value]) -> Value {
         if self.modified {
-            return self.entry.to_json();
+            return match self.fields {
+                Fields::Edited(map) => self.entry.to_json_with(Value::Object(map)),
+                _ => self.entry.to_json(),
+            };
         }
         match stored_copy.get_mut(self.position) {
             Some(copy) => std::mem::take(copy),
