@@ -11,20 +11,17 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::registry::ResourceInfo;
-use crate::store::notes::NoteTable;
-
-/// Pod versions known to decode into their type and to have no fields it lacks ("clean"),
-/// noted by the writes that stored them ([`note_written`]).
-static CLEAN: std::sync::LazyLock<NoteTable<()>> = std::sync::LazyLock::new(NoteTable::new);
+use crate::store::notes::WriteNotes;
 
 /// Whether versions of this kind are noted: Pods, the built-in kind written most often.
 fn tracked(info: &ResourceInfo) -> bool {
     !info.is_custom() && info.group.is_empty() && info.plural == "pods"
 }
 
-/// Whether the stored version `obj` is known to be clean.
-fn is_clean(info: &ResourceInfo, obj: &Value) -> bool {
-    tracked(info) && CLEAN.get(obj).is_some()
+/// Whether the stored version `obj` is known to be clean (decodes into its type and has no
+/// fields it lacks), as the write that stored it noted ([`note_written`]).
+fn is_clean(notes: &WriteNotes, info: &ResourceInfo, obj: &Value) -> bool {
+    tracked(info) && notes.clean_pods.get(obj).is_some()
 }
 
 fn round_trip<T: DeserializeOwned + Serialize>(obj: &Value) -> Option<Value> {
@@ -153,7 +150,7 @@ pub fn admit(
     info: &ResourceInfo,
     obj: &mut Value,
 ) -> Result<(), crate::api_error::ApiError> {
-    admit_onto(query, info, obj, None).map(|_| ())
+    admit_checked(query, info, obj, None).map(|_| ())
 }
 
 /// [`admit`] for a write onto the stored version `stored` (none for a create): when that
@@ -161,12 +158,28 @@ pub fn admit(
 /// changed are checked. Returns whether the admitted object is clean (it decodes into its type
 /// and, its unknown fields dropped, has none).
 pub fn admit_onto(
+    notes: &WriteNotes,
     query: &crate::server::Query,
     info: &ResourceInfo,
     obj: &mut Value,
     stored: Option<&Value>,
 ) -> Result<bool, crate::api_error::ApiError> {
-    let clean_stored = stored.filter(|s| is_clean(info, s));
+    admit_checked(
+        query,
+        info,
+        obj,
+        stored.filter(|s| is_clean(notes, info, s)),
+    )
+}
+
+/// [`admit`] onto `clean_stored`, a stored version known to be clean (see
+/// [`drop_unknown_fields_onto`]); returns whether the admitted object is clean.
+fn admit_checked(
+    query: &crate::server::Query,
+    info: &ResourceInfo,
+    obj: &mut Value,
+    clean_stored: Option<&Value>,
+) -> Result<bool, crate::api_error::ApiError> {
     let found = drop_unknown_fields_onto(info, obj, clean_stored);
     if found.dropped.is_empty() || query.get("fieldValidation") != Some("Strict") {
         return Ok(found.decoded);
@@ -189,6 +202,7 @@ pub fn admit_onto(
 /// create): the stored object is then the admitted one's members, the earlier version's, and
 /// fields the server sets. Debug builds check it against the whole-object check.
 pub fn note_written(
+    notes: &WriteNotes,
     info: &ResourceInfo,
     admitted_clean: bool,
     before: Option<&Value>,
@@ -197,7 +211,7 @@ pub fn note_written(
     if !admitted_clean || !tracked(info) {
         return;
     }
-    if before.is_some_and(|b| !is_clean(info, b)) {
+    if before.is_some_and(|b| !is_clean(notes, info, b)) {
         return;
     }
     #[cfg(debug_assertions)]
@@ -210,7 +224,7 @@ pub fn note_written(
             found.dropped
         );
     }
-    CLEAN.note(obj, ());
+    notes.clean_pods.note(obj, ());
 }
 
 /// Splits `.a.b[2].c` into steps.

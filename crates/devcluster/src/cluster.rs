@@ -82,6 +82,7 @@ impl DevCluster {
                 tokens,
             },
             service_ips: Default::default(),
+            notes: Default::default(),
             shutdown: shutdown.clone(),
         });
         seed(&state, &config);
@@ -182,6 +183,7 @@ pub(crate) fn in_process_router() -> axum::Router {
             tokens: None,
         },
         service_ips: Default::default(),
+        notes: Default::default(),
         shutdown: CancellationToken::new(),
     });
     seed(&state, &config);

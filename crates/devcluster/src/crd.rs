@@ -11,7 +11,7 @@ use crate::registry::{ResourceInfo, ScaleSpec};
 use crate::schema::StructuralSchema;
 use crate::server::SharedState;
 use crate::store::WriteOutcome;
-use crate::store::notes::NoteTable;
+use crate::store::notes::WriteNotes;
 
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
@@ -335,11 +335,6 @@ pub fn after_write(state: &SharedState, info: &ResourceInfo, outcome: &WriteOutc
     }
 }
 
-/// Custom-resource versions noted with the schema they were pruned and defaulted under by the
-/// write that stored them ([`note_admitted`]).
-static ADMITTED_UNDER: std::sync::LazyLock<NoteTable<Arc<StructuralSchema>>> =
-    std::sync::LazyLock::new(NoteTable::new);
-
 /// The custom-resource write pipeline: prune unknown fields, default, validate (422 with field
 /// causes). `old` is the stored object on update. With `fieldValidation=Strict`, fields the
 /// schema does not know are a 400 instead of being dropped silently. Returns the schema the
@@ -348,6 +343,7 @@ static ADMITTED_UNDER: std::sync::LazyLock<NoteTable<Arc<StructuralSchema>>> =
 /// When `old` was itself admitted under this very schema (a note), only the top-level members
 /// the write changed are pruned and defaulted: the others are as that admission left them.
 pub fn validate_custom(
+    notes: &WriteNotes,
     req_query: &crate::server::Query,
     version: &str,
     info: &ResourceInfo,
@@ -364,7 +360,8 @@ pub fn validate_custom(
         return Ok(None);
     };
     let old_admitted_here = old.is_some_and(|o| {
-        ADMITTED_UNDER
+        notes
+            .admitted_under
             .get(o)
             .is_some_and(|under| Arc::ptr_eq(&under, schema))
     });
@@ -393,12 +390,18 @@ pub fn validate_custom(
 /// noted under the same schema: its members are then the admitted object's, the earlier
 /// version's, and metadata the server sets. Debug builds check that pruning and defaulting it
 /// again changes nothing.
-pub fn note_admitted(schema: Option<&Arc<StructuralSchema>>, before: Option<&Value>, obj: &Value) {
+pub fn note_admitted(
+    notes: &WriteNotes,
+    schema: Option<&Arc<StructuralSchema>>,
+    before: Option<&Value>,
+    obj: &Value,
+) {
     let Some(schema) = schema else {
         return;
     };
     if before.is_some_and(|b| {
-        !ADMITTED_UNDER
+        !notes
+            .admitted_under
             .get(b)
             .is_some_and(|under| Arc::ptr_eq(&under, schema))
     }) {
@@ -414,7 +417,7 @@ pub fn note_admitted(schema: Option<&Arc<StructuralSchema>>, before: Option<&Val
             "a version noted as admitted is not a fixed point: {dropped:?} in {obj}"
         );
     }
-    ADMITTED_UNDER.note(obj, schema.clone());
+    notes.admitted_under.note(obj, schema.clone());
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct AppState {
     pub registry: Registry,
     pub options: ServerOptions,
     pub service_ips: crate::kinds::ServiceIpAllocator,
+    /// What writes noted about the versions they stored (later writes onto them check less).
+    pub notes: crate::store::notes::WriteNotes,
     /// Cancelled when the server stops (ends open watches).
     pub shutdown: tokio_util::sync::CancellationToken,
 }

@@ -146,7 +146,8 @@ fn versions_not_noted_are_checked_whole() {
     let mut written = stored.clone();
     written["status"] = json!({"phase": "Running"});
     let query = crate::server::Query::default();
-    let clean = admit_onto(&query, &pods, &mut written, Some(&stored)).expect("admitted");
+    let notes = WriteNotes::default();
+    let clean = admit_onto(&notes, &query, &pods, &mut written, Some(&stored)).expect("admitted");
     assert!(clean);
     assert!(written["metadata"].get("bogus").is_none(), "{written}");
 
@@ -155,14 +156,18 @@ fn versions_not_noted_are_checked_whole() {
         m.remove("bogus");
     }
     noted["metadata"]["uid"] = json!("u-noted");
-    note_written(&pods, true, None, &noted);
-    assert!(is_clean(&pods, &noted));
+    note_written(&notes, &pods, true, None, &noted);
+    assert!(is_clean(&notes, &pods, &noted));
+    assert!(
+        !is_clean(&WriteNotes::default(), &pods, &noted),
+        "notes are per cluster"
+    );
     let mut other_rv = noted.clone();
     other_rv["metadata"]["resourceVersion"] = json!("4");
-    assert!(!is_clean(&pods, &other_rv));
+    assert!(!is_clean(&notes, &pods, &other_rv));
     // A write admitted clean onto a version not noted is not noted either.
     let mut after = other_rv.clone();
     after["metadata"]["resourceVersion"] = json!("5");
-    note_written(&pods, true, Some(&other_rv), &after);
-    assert!(!is_clean(&pods, &after));
+    note_written(&notes, &pods, true, Some(&other_rv), &after);
+    assert!(!is_clean(&notes, &pods, &after));
 }

@@ -235,7 +235,7 @@ pub fn bind(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiE
         })?;
     // The binding adds only a node name and a condition to the stored Pod.
     if let (crate::store::WriteOutcome::Updated(obj), Some(before)) = (&outcome, &bound_from) {
-        crate::builtin_types::note_written(&req.info, true, Some(&**before), obj);
+        crate::builtin_types::note_written(&state.notes, &req.info, true, Some(&**before), obj);
     }
     Ok(json_response(
         StatusCode::CREATED,

@@ -11,6 +11,7 @@ use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::schema::StructuralSchema;
 use crate::server::{ResourceRequest, SharedState, json_response};
+use crate::store::notes::WriteNotes;
 use crate::store::{Committed, WriteOp, WriteOutcome};
 
 use super::{object_response, present};
@@ -135,7 +136,8 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut obj = parse_body(req)?;
     check_type_meta(req, &obj)?;
     let info = req.info.clone();
-    let admitted_clean = crate::builtin_types::admit_onto(&req.query, &info, &mut obj, None)?;
+    let admitted_clean =
+        crate::builtin_types::admit_onto(&state.notes, &req.query, &info, &mut obj, None)?;
     check_new_event(
         &info,
         &obj,
@@ -249,8 +251,14 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 meta_causes,
             ));
         }
-        let admitted_under =
-            crate::crd::validate_custom(&req.query, &req.version, &info, None, &mut candidate)?;
+        let admitted_under = crate::crd::validate_custom(
+            &state.notes,
+            &req.query,
+            &req.version,
+            &info,
+            None,
+            &mut candidate,
+        )?;
         crate::patch_glue::record_update(None, &mut candidate, &manager, None, &now, &info);
         let dry = dry_run(req);
         let mut dry_result = None;
@@ -277,7 +285,14 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
                 let Some(obj) = committed.outcome.object() else {
                     return Err(ApiError::internal("create stored nothing"));
                 };
-                note_stored(&info, admitted_clean, admitted_under.as_ref(), None, obj);
+                note_stored(
+                    &state.notes,
+                    &info,
+                    admitted_clean,
+                    admitted_under.as_ref(),
+                    None,
+                    obj,
+                );
                 crate::crd::after_write(state, &info, &committed.outcome);
                 return Ok(object_response(
                     StatusCode::CREATED,
@@ -535,7 +550,8 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let mut body = parse_body(req)?;
     check_type_meta(req, &body)?;
     let info = req.info.clone();
-    let admitted_clean = crate::builtin_types::admit_onto(&req.query, &info, &mut body, None)?;
+    let admitted_clean =
+        crate::builtin_types::admit_onto(&state.notes, &req.query, &info, &mut body, None)?;
     let body = crate::event_versions::into_storage(&info, body);
     let name = req.name.clone().unwrap_or_default();
     if let Some(n) = meta::meta_str(&body, "name")
@@ -644,7 +660,7 @@ pub fn update(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             Ok(finish(new))
         },
     )?;
-    note_updated(&info, &committed, written_onto.as_ref());
+    note_updated(&state.notes, &info, &committed, written_onto.as_ref());
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 
@@ -655,14 +671,15 @@ type WrittenOnto = (Arc<Value>, bool, Option<Arc<StructuralSchema>>);
 /// Notes what a write admitted on the version it stored (`builtin_types::note_written`,
 /// `crd::note_admitted`), so that later writes onto that version check only what they change.
 fn note_stored(
+    notes: &WriteNotes,
     info: &ResourceInfo,
     admitted_clean: bool,
     admitted_under: Option<&Arc<StructuralSchema>>,
     before: Option<&Value>,
     stored: &Value,
 ) {
-    crate::builtin_types::note_written(info, admitted_clean, before, stored);
-    crate::crd::note_admitted(admitted_under, before, stored);
+    crate::builtin_types::note_written(notes, info, admitted_clean, before, stored);
+    crate::crd::note_admitted(notes, admitted_under, before, stored);
 }
 
 /// The version an update or patch stores over `current`: what the request may change
@@ -679,18 +696,29 @@ fn admit_update(
     admitted_clean: bool,
 ) -> Result<(Value, WrittenOnto), ApiError> {
     let mut new = prepare_update(state, info, subresource, current, written)?;
-    let admitted_under =
-        crate::crd::validate_custom(&req.query, &req.version, info, Some(current), &mut new)?;
+    let admitted_under = crate::crd::validate_custom(
+        &state.notes,
+        &req.query,
+        &req.version,
+        info,
+        Some(current),
+        &mut new,
+    )?;
     bump_generation(info, current, &mut new);
     Ok((new, (current.clone(), admitted_clean, admitted_under)))
 }
 
 /// [`note_stored`] for an update or patch that stored a new version.
-fn note_updated(info: &ResourceInfo, committed: &Committed, written_onto: Option<&WrittenOnto>) {
+fn note_updated(
+    notes: &WriteNotes,
+    info: &ResourceInfo,
+    committed: &Committed,
+    written_onto: Option<&WrittenOnto>,
+) {
     if let (WriteOutcome::Updated(stored), Some((before, clean, under))) =
         (&committed.outcome, written_onto)
     {
-        note_stored(info, *clean, under.as_ref(), Some(before), stored);
+        note_stored(notes, info, *clean, under.as_ref(), Some(before), stored);
     }
 }
 
@@ -743,7 +771,14 @@ fn admit_new_object(
             meta_causes,
         ));
     }
-    crate::crd::validate_custom(&req.query, &req.version, info, None, &mut created)?;
+    crate::crd::validate_custom(
+        &state.notes,
+        &req.query,
+        &req.version,
+        info,
+        None,
+        &mut created,
+    )?;
     Ok(created)
 }
 
@@ -803,8 +838,13 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
                 sub.as_deref(),
                 &now,
             )?;
-            let admitted_clean =
-                crate::builtin_types::admit_onto(&req.query, &info, &mut patched, Some(current))?;
+            let admitted_clean = crate::builtin_types::admit_onto(
+                &state.notes,
+                &req.query,
+                &info,
+                &mut patched,
+                Some(current),
+            )?;
             let patched = crate::event_versions::into_storage(&info, patched);
             if let Some(rv) = meta::meta_str(&patched, "resourceVersion")
                 && Some(rv) != meta::meta_str(current, "resourceVersion")
@@ -837,7 +877,7 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
             }
             Ok(finish(new))
         })?;
-    note_updated(&info, &committed, written_onto.as_ref());
+    note_updated(&state.notes, &info, &committed, written_onto.as_ref());
     respond_written(state, req, committed, dry_result, StatusCode::CREATED)
 }
 

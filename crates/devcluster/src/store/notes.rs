@@ -4,9 +4,9 @@
 //! checks only the top-level members it changed; without one (a version written by a path that
 //! does not note, or whose note was dropped from the bounded table) it checks the whole object.
 //!
-//! A version is known by its uid and resourceVersion, which no other version shares (also
-//! across clusters in one process: uids are random) and which survive the version being kept
-//! as JSON and parsed again.
+//! A version is known by its uid and resourceVersion, which no other version shares and which
+//! survive the version being kept as JSON and parsed again. Each cluster keeps its own notes
+//! ([`WriteNotes`], in its `AppState`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,17 @@ use serde_json::Value;
 /// How many versions a table remembers (the oldest notes go first): at a few thousand writes a
 /// second, the last half minute or so.
 const CAPACITY: usize = 1 << 16;
+
+/// The notes one cluster's writes keep about the versions they stored.
+#[derive(Default)]
+pub struct WriteNotes {
+    /// Pod versions known to decode into their type and to have no fields it lacks ("clean";
+    /// `builtin_types::note_written`).
+    pub clean_pods: NoteTable<()>,
+    /// Custom-resource versions with the schema they were pruned and defaulted under
+    /// (`crd::note_admitted`).
+    pub admitted_under: NoteTable<Arc<crate::schema::StructuralSchema>>,
+}
 
 /// A bounded table of notes (`V`) about stored versions.
 pub struct NoteTable<V> {
