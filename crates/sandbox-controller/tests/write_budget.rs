@@ -269,8 +269,7 @@ fn passes(ctl: &Running) -> u64 {
     ctl.scrape()
         .lines()
         .find(|l| {
-            l.starts_with("controller_runtime_reconcile_total{")
-                && l.contains("result=\"success\"")
+            l.starts_with("controller_runtime_reconcile_total{") && l.contains("result=\"success\"")
         })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
