@@ -329,36 +329,23 @@ mod tests {
             termination_delay: Duration::from_millis(800),
             ..NodeConfig::default()
         };
-        let seen: Timestamp = "2026-01-01T00:00:50.9Z".parse().unwrap();
-        let at: Timestamp = "2026-01-01T00:00:51Z".parse().unwrap();
+        // Seen terminating at `seen`, looked at `at`.
+        let step = |seen: &str, at: &str| {
+            let ts = |t: &str| t.parse::<Timestamp>().unwrap();
+            next_step(&p, &cfg, &fate(), Duration::ZERO, Some(ts(seen)), ts(at))
+        };
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::ZERO, Some(seen), at),
+            step("2026-01-01T00:00:50.9Z", "2026-01-01T00:00:51Z"),
             PodStep::DeleteAfter(Duration::from_millis(700)),
             "0.8 s after it was seen, not after the stamp's second"
         );
-        let restarted: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
         assert_eq!(
-            next_step(
-                &p,
-                &cfg,
-                &fate(),
-                Duration::ZERO,
-                Some(restarted),
-                restarted
-            ),
+            step("2026-01-01T00:01:00Z", "2026-01-01T00:01:00Z"),
             PodStep::DeleteAfter(Duration::from_millis(800)),
             "a later sighting (a restarted agent) waits the delay from then"
         );
-        let past_grace: Timestamp = "2026-01-01T00:01:30Z".parse().unwrap();
         assert_eq!(
-            next_step(
-                &p,
-                &cfg,
-                &fate(),
-                Duration::ZERO,
-                Some(past_grace),
-                past_grace
-            ),
+            step("2026-01-01T00:01:30Z", "2026-01-01T00:01:30Z"),
             PodStep::Delete,
             "but never past the grace period"
         );
