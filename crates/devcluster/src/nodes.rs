@@ -16,9 +16,9 @@
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
 //! - a terminating pod (`deletionTimestamp` set) stops after `min(grace period, termination
 //!   delay)`, counted from the deletion request (the stamp's whole seconds, or when the agent
-//!   first saw it if later): its status reports the containers terminated and the terminal phase (`Succeeded`,
-//!   or `Failed` if a container had failed), then it is deleted with `gracePeriodSeconds=0` and a
-//!   uid precondition;
+//!   first saw it if later): its status reports the containers terminated and the terminal
+//!   phase (`Succeeded`, or `Failed` if a container had failed), then it is deleted with
+//!   `gracePeriodSeconds=0` and a uid precondition;
 //! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
 //!   modes (merge patch on `persistentvolumeclaims/NAME/status`).
 //!
@@ -318,7 +318,6 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
     };
     let step = next_step(&pod, &state.cfg, &fate, since_bound, seen_terminating, now);
     tracing::trace!(pod = %describe(&ns, &name), ?step, "simulated node step");
-
     let result = match step {
         PodStep::Ignore => Ok(Action::await_change()),
         PodStep::StartAfter(wait) | PodStep::DeleteAfter(wait) => Ok(Action::requeue(wait)),
