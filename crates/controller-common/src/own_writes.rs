@@ -24,6 +24,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// Versions written per object kept at most (a pass writes one object once or twice).
 const PER_OBJECT: usize = 4;
 
+/// How long a write's watch event is waited for before [`OwnWrites::prune`] forgets it (it was
+/// lost to a relist, or the object is gone): the age controllers prune with.
+pub const ECHO_WAIT: Duration = Duration::from_secs(60);
+
 /// Versions of objects this process wrote whose watch event has not arrived yet.
 #[derive(Debug, Default)]
 pub struct OwnWrites {

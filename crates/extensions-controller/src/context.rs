@@ -338,10 +338,6 @@ pub struct ClaimState {
     pub own_writes: OwnWrites,
 }
 
-/// How long a write's watch event is waited for before it is no longer recognised as the
-/// write's echo (it was lost to a relist, or the object is gone).
-const OWN_WRITE_ECHO_WAIT: Duration = Duration::from_secs(60);
-
 impl ClaimState {
     pub fn new(
         settings: ClaimSettings,
@@ -497,7 +493,8 @@ impl ClaimState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|uid| live(uid));
-        self.own_writes.prune(OWN_WRITE_ECHO_WAIT);
+        self.own_writes
+            .prune(controller_common::own_writes::ECHO_WAIT);
     }
 
     pub fn forget(&self, claim_uid: &str) {

@@ -103,10 +103,6 @@ fn uid_hash(uid: &str) -> u64 {
     h.finish()
 }
 
-/// How long a Pod write's watch event is waited for before it is no longer recognised as the
-/// write's echo (it was lost to a relist, or the Pod is gone).
-const OWN_WRITE_ECHO_WAIT: Duration = Duration::from_secs(60);
-
 /// Upper bound of the retry backoff after repeated failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -329,7 +325,8 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|u| uids.contains(u));
         self.progress.retain(|k| keys.contains(k));
-        self.own_pod_writes.prune(OWN_WRITE_ECHO_WAIT);
+        self.own_pod_writes
+            .prune(controller_common::own_writes::ECHO_WAIT);
     }
 
     /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).
