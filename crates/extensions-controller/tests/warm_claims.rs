@@ -48,7 +48,6 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     );
 
     ext.reset_counts();
-    let passes_before = ext.passes("sandboxclaim");
     let claim = ext.create_claim("c1", "pool", json!({})).await;
     let bound = ext.wait_claim_reason("c1", "DependenciesReady").await;
     let (ready, _, _) = claim_ready(&bound).unwrap();
@@ -94,15 +93,6 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
     let ours = ext.our_writes();
     eprintln!(
         "writes per warm claim, end to end incl. the refill: {all:#?}\nof which the extensions controller: {ours:#?}"
-    );
-    // The claim's creation and the core controller's status write on the adopted Sandbox
-    // (its generation moved); the watch events of the claim pass's own writes (the adoption,
-    // the first-ready stamp) start none (four passes before). One more is possible: an echo
-    // the watch delivers before the write's response has been read is not recognised.
-    let passes = ext.passes("sandboxclaim") - passes_before;
-    assert!(
-        (1..=3).contains(&passes),
-        "claim passes for one warm claim: {passes}"
     );
     assert_eq!(
         claim_controller_writes(&ours),
@@ -156,6 +146,35 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
         "{annotations:?}"
     );
     assert!(annotations.contains_key("agents.x-k8s.io/controller-first-observed-at"));
+    ext.stop().await;
+}
+
+/// The watch events of a claim pass's own writes (the adoption patch, the first-ready stamp)
+/// start no claim pass. Without that, each warm claim takes 4 passes: its creation, the echo of
+/// the adoption, the core controller's status write on the adopted Sandbox, the echo of the
+/// stamp; with it, 2. On one thread the write's response is always read before the watch task
+/// runs again; on several, an echo can be looked at before its write's response has been read,
+/// and then still counts (see `controller_common::own_writes`).
+#[tokio::test]
+async fn the_echoes_of_a_claim_pass_own_writes_start_no_pass() {
+    const CLAIMS: u64 = 5;
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    ext.create_pool("pool", "tmpl", CLAIMS as i32).await;
+    ext.wait_pool_ready("pool", CLAIMS as i32).await;
+    ext.settle().await;
+    let before = ext.passes("sandboxclaim");
+    for i in 0..CLAIMS {
+        let name = format!("c{i}");
+        ext.create_claim(&name, "pool", json!({})).await;
+        ext.wait_claim_reason(&name, "DependenciesReady").await;
+    }
+    ext.settle().await;
+    let passes = ext.passes("sandboxclaim") - before;
+    assert!(
+        (CLAIMS..=3 * CLAIMS).contains(&passes),
+        "claim passes for {CLAIMS} warm claims: {passes} (4 each without echo skipping)"
+    );
     ext.stop().await;
 }
 
