@@ -94,6 +94,19 @@ where
     refs
 }
 
+/// The `Owner` keys ([`owners`]) of every object `objects` delivers, as a trigger stream.
+pub fn owner_keys<Owner, K>(
+    objects: impl Stream<Item = Arc<K>> + Send + 'static,
+) -> futures::stream::BoxStream<'static, ObjectRef<Owner>>
+where
+    Owner: Resource<DynamicType = ()> + 'static,
+    K: Resource + 'static,
+{
+    objects
+        .flat_map(|obj| futures::stream::iter(owners::<Owner>(obj.meta())))
+        .boxed()
+}
+
 /// The keys triggers hand one controller, in arrival order, deduplicated (client-go's queue).
 struct Queue<K: Resource>
 where

@@ -106,8 +106,7 @@ impl Watcher {
         };
         // Watchers at the stored version share one frame of the object per frame type.
         if let Some(event) = event
-            && self.table.is_none()
-            && self.info.shared_storage.is_none()
+            && self.sends_stored_form()
             && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str())
             && obj.get("kind").and_then(Value::as_str) == Some(self.kind.as_str())
         {
@@ -115,6 +114,12 @@ impl Watcher {
         }
         let o = self.present(obj);
         Some(frame(frame_type.as_str(), &o))
+    }
+
+    /// Whether this watcher sends objects as stored (no table, no other version to convert to),
+    /// so that it can send an event's shared frame when the object's type matches its own.
+    fn sends_stored_form(&self) -> bool {
+        self.table.is_none() && self.info.shared_storage.is_none()
     }
 
     /// [`Watcher::frame_for`] a stored event (the object before it is looked at only by
@@ -125,8 +130,7 @@ impl Watcher {
         if !self.has_selectors
             && self.filter.is_empty()
             && self.namespace.is_none()
-            && self.table.is_none()
-            && self.info.shared_storage.is_none()
+            && self.sends_stored_form()
             && e.has_type(&self.api_version, &self.kind)
         {
             return Some(e.frame(e.event_type));

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
-use controller_common::runner::{Runner, owners};
+use controller_common::runner::{Runner, owner_keys};
 use controller_common::work_queue::WorkQueueMetrics;
 
 use crate::claim;
@@ -456,9 +456,7 @@ impl ExtensionsController {
 
         let template_triggers = futures::stream::select(
             tmpl_for_templates.map(|t| ObjectRef::from_obj(&*t)).boxed(),
-            np_events
-                .flat_map(|np| futures::stream::iter(owners::<SandboxTemplate>(np.meta())))
-                .boxed(),
+            owner_keys::<SandboxTemplate, _>(np_events),
         );
         let template_controller = Runner::new(
             options.template_workers,
@@ -510,12 +508,9 @@ impl ExtensionsController {
                 .filter(move |c| future::ready(!echo_claims.claim.own_writes.is_echo(c.meta())))
                 .map(|c| ObjectRef::from_obj(&*c))
                 .boxed(),
-            sb_for_claims
-                .filter(move |sb| {
-                    future::ready(!echo_sandboxes.claim.own_writes.is_echo(sb.meta()))
-                })
-                .flat_map(|sb| futures::stream::iter(owners::<SandboxClaim>(sb.meta())))
-                .boxed(),
+            owner_keys::<SandboxClaim, _>(sb_for_claims.filter(move |sb| {
+                future::ready(!echo_sandboxes.claim.own_writes.is_echo(sb.meta()))
+            })),
             // Only pool changes a waiting claim cares about (created, spec or labels changed,
             // deleted): a status write per adoption would otherwise requeue every unbound
             // claim of the pool, which under a burst means thousands of redundant passes.
@@ -529,9 +524,7 @@ impl ExtensionsController {
                 .boxed(),
             // A NetworkPolicy a claim owns is an older release's per-claim policy: its claim
             // deletes it, also when the policy shows up in the cache after the claim's pass.
-            np_for_claims
-                .flat_map(|np| futures::stream::iter(owners::<SandboxClaim>(np.meta())))
-                .boxed(),
+            owner_keys::<SandboxClaim, _>(np_for_claims),
         ]);
         let claim_controller = Runner::new(
             options.claim_workers,

@@ -247,9 +247,7 @@ impl RequestMetrics {
             user_agent,
             code,
         };
-        let Ok(mut classes) = self.classes.lock() else {
-            return;
-        };
+        let mut classes = self.classes();
         let hash = classes.hasher.hash_one(class.hashed());
         let bucket = classes.by_hash.entry(hash).or_default();
         let position = match bucket.iter().position(|c| class.is(&c.key)) {
@@ -350,7 +348,7 @@ impl RequestMetrics {
 
     /// Forgets every count and observation (e.g. between benchmark phases); open watches stay.
     pub fn reset(&self) {
-        let mut classes = self.classes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut classes = self.classes();
         classes.by_hash.clear();
         self.requests.clear();
         self.durations.clear();
@@ -385,10 +383,8 @@ impl RequestMetrics {
     /// Every counted class with its count, sorted by key.
     pub fn counts(&self) -> Vec<(RequestKey, u64)> {
         let mut counts: HashMap<RequestKey, u64> = HashMap::new();
-        if let Ok(classes) = self.classes.lock() {
-            for class in classes.by_hash.values().flatten() {
-                *counts.entry(class.key.request.clone()).or_default() += class.count;
-            }
+        for class in self.classes().by_hash.values().flatten() {
+            *counts.entry(class.key.request.clone()).or_default() += class.count;
         }
         let mut out: Vec<_> = counts.into_iter().collect();
         out.sort();
@@ -397,16 +393,19 @@ impl RequestMetrics {
 
     /// Sum of the counts whose key satisfies `filter`.
     pub fn total(&self, filter: impl Fn(&RequestKey) -> bool) -> u64 {
-        match self.classes.lock() {
-            Ok(classes) => classes
-                .by_hash
-                .values()
-                .flatten()
-                .filter(|class| filter(&class.key.request))
-                .map(|class| class.count)
-                .sum(),
-            Err(_) => 0,
-        }
+        self.classes()
+            .by_hash
+            .values()
+            .flatten()
+            .filter(|class| filter(&class.key.request))
+            .map(|class| class.count)
+            .sum()
+    }
+
+    /// The class table (a poisoned lock still holds consistent counts: each update is one
+    /// increment).
+    fn classes(&self) -> std::sync::MutexGuard<'_, ClassTable> {
+        self.classes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Prometheus text exposition (format 0.0.4; see [`PROMETHEUS_CONTENT_TYPE`]).
