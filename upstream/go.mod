@@ -1,9 +1,10 @@
-// The upstream Kubernetes components `cargo xtask cluster` builds and runs: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok. This file is the ONE place their versions are
-// pinned (see docs/cluster.md): the require block names each release, the replace block pins every
-// k8s.io staging module to the release matching k8s.io/kubernetes (v1.X.Y -> v0.X.Y), and the tool
-// block lists the commands that are built. A version bump is an edit here plus `go mod tidy`; the
-// binaries cache is keyed by this file's hash, so the next start rebuilds.
+// The upstream components `cargo xtask cluster` builds and runs (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kwok): the ONE place their releases are pinned
+// (docs/cluster.md). The require lines of k8s.io/kubernetes, go.etcd.io/etcd/server/v3 and
+// sigs.k8s.io/kwok name the releases (`go mod tidy` marks them indirect: only the tool block
+// uses them); the replace block pins every k8s.io staging module to the release matching
+// k8s.io/kubernetes (v1.X.Y -> v0.X.Y); the tool block lists the commands built. To bump: edit,
+// `go mod tidy`, commit go.mod and go.sum; the binaries' cache key changes with them.
 module github.com/agent-sandbox/agent-sandbox-rs/upstream
 
 go 1.26.0
