@@ -24,8 +24,8 @@ pub const AUDIT_LOG_LABEL: &str = "audit log:";
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
     /// Where to write the admin kubeconfig, once the cluster is ready (removed at stop).
-    #[arg(long, value_name = "PATH")]
-    pub kubeconfig: PathBuf,
+    #[arg(long, value_name = "PATH", required_unless_present = "build_only")]
+    pub kubeconfig: Option<PathBuf>,
 
     /// Number of kwok nodes (kwok-node-1 ... kwok-node-N).
     #[arg(long, value_name = "N", default_value_t = 3)]
@@ -39,6 +39,10 @@ pub struct ClusterArgs {
     /// Write the audit log here instead of the data directory (then it is kept after stop).
     #[arg(long, value_name = "PATH")]
     pub audit_log: Option<PathBuf>,
+
+    /// Only build the upstream binaries (or find them cached), print where they are, and exit.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "audit_log"])]
+    pub build_only: bool,
 }
 
 fn parse_delay(text: &str) -> Result<Delay, String> {
@@ -59,7 +63,12 @@ pub fn main(args: &ClusterArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    let result = if args.build_only {
+        build_only()
+    } else {
+        runtime.block_on(run(args))
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -68,12 +77,29 @@ pub fn main(args: &ClusterArgs) -> ExitCode {
     }
 }
 
+/// `--build-only`: builds what is missing and prints the binaries' directory.
+fn build_only() -> Result<(), realcluster::Error> {
+    let started = std::time::Instant::now();
+    let binaries = realcluster::upstream::ensure_built(&realcluster::stderr_progress())?;
+    println!(
+        "upstream binaries ({}) in {} ({:.0}s)",
+        binaries.versions(),
+        binaries.dir().display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Runs the cluster until a signal (Ok) or a component's exit (Err).
 pub async fn run(args: &ClusterArgs) -> Result<(), realcluster::Error> {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(signal_error)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(signal_error)?;
     let mut hangup = signal(SignalKind::hangup()).map_err(signal_error)?;
-    let kubeconfig = absolute(&args.kubeconfig);
+    let Some(kubeconfig) = args.kubeconfig.as_deref().map(absolute) else {
+        return Err(realcluster::Error::Invalid(
+            "--kubeconfig PATH is required".to_owned(),
+        ));
+    };
     remove_file(&kubeconfig)?;
     let options = Options {
         nodes: args.nodes,
