@@ -11,10 +11,13 @@
 //!   k8s-openapi type its `apiVersion`/`kind` claims.
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
+//! - [`cluster`]: `cargo xtask cluster`, a real control plane (the `realcluster` crate) in the
+//!   foreground.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
 
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod crds;
 pub mod dev;
 pub mod docs;
