@@ -67,7 +67,7 @@ pub struct WebhookArgs {
     #[arg(long, env = "WEBHOOK_SERVICE_NAME", value_parser = parse_dns_label)]
     pub webhook_service_name: String,
 
-    /// Namespace of that Service and of the certificate Secret.
+    /// Namespace of the webhook Service (--webhook-service-name) and of the certificate Secret.
     #[arg(long, env = "WEBHOOK_NAMESPACE", default_value = "agent-sandbox-system",
           value_parser = parse_dns_label)]
     pub webhook_namespace: String,
