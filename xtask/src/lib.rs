@@ -12,6 +12,8 @@
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
+//!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
 pub mod cli;
@@ -20,6 +22,7 @@ pub mod dev;
 pub mod docs;
 pub mod error;
 pub mod manifest;
+pub mod migrate;
 pub mod release;
 pub mod workspace;
 
