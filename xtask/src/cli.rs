@@ -31,6 +31,9 @@ pub enum Command {
     Cluster(crate::cluster::ClusterArgs),
     /// Regenerate the controller flags tables in docs/configuration.md and README.md.
     Docs(crate::docs::DocsArgs),
+    /// Move an install that stored v1alpha1 objects to v1beta1: `--phase=bootstrap` before
+    /// applying the new CRDs, `--phase=migrate` after (docs/upgrade.md).
+    Migrate(crate::migrate::MigrateArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

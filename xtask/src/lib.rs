@@ -14,6 +14,8 @@
 //! - [`cluster`]: `cargo xtask cluster`, a real control plane (the `realcluster` crate) in the
 //!   foreground.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
+//!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
 pub mod cli;
@@ -23,6 +25,7 @@ pub mod dev;
 pub mod docs;
 pub mod error;
 pub mod manifest;
+pub mod migrate;
 pub mod release;
 pub mod workspace;
 
