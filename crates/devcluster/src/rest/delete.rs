@@ -37,6 +37,9 @@ impl DeleteOptions {
         let mut opts = DeleteOptions::default();
         let body: Value = if req.body.is_empty() {
             json!({})
+        } else if req.content_type().contains("protobuf") {
+            crate::protobuf::decode(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
         } else {
             serde_json::from_slice(&req.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
