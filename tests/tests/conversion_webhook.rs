@@ -53,21 +53,23 @@ fn spawn_controller(
     tokio::spawn(async move { sandbox_controller::run_with(runtime, &args).await })
 }
 
-/// The caBundle the controller patched into the Sandbox CRD, once it is there.
+/// The caBundle the controller patched into the Sandbox CRD, once it is there. The CRD as
+/// installed already names the release's Service and namespace; the controller rewrites the
+/// whole client config in the same patch as the caBundle, so the Service is checked only once
+/// the caBundle has arrived.
 async fn ca_bundle(env: &Env) -> String {
     let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-    wait_for("the Sandbox CRD carries a caBundle", DEADLINE, || async {
+    let config = wait_for("the Sandbox CRD carries a caBundle", DEADLINE, || async {
         let crd = crds.get("sandboxes.agents.x-k8s.io").await.ok()?;
         let config = crd.spec.conversion?.webhook?.client_config?;
-        let service = config.service?;
-        assert_eq!(service.name, SERVICE);
-        assert_eq!(service.namespace, NAMESPACE);
-        assert_eq!(service.path.as_deref(), Some("/convert"));
-        config
-            .ca_bundle
-            .map(|b| String::from_utf8(b.0).expect("PEM"))
+        config.ca_bundle.is_some().then_some(config)
     })
-    .await
+    .await;
+    let service = config.service.expect("a Service client config");
+    assert_eq!(service.name, SERVICE);
+    assert_eq!(service.namespace, NAMESPACE);
+    assert_eq!(service.path.as_deref(), Some("/convert"));
+    String::from_utf8(config.ca_bundle.unwrap().0).expect("PEM")
 }
 
 /// A client that trusts only `ca_pem` and reaches `addr` under the Service's DNS name.
