@@ -206,6 +206,7 @@ async fn ttl_after_finished_expires_the_claim_and_retain_keeps_its_finished_cond
 struct Seen {
     kind: &'static str,
     event: &'static str,
+    #[expect(dead_code, reason = "read only through Debug, in failure messages")]
     name: String,
     resource_version: u64,
     deleting: bool,

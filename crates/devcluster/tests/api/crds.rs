@@ -341,7 +341,7 @@ async fn responses_and_watch_events_carry_the_requested_version() {
     assert_eq!(created["apiVersion"], "agents.x-k8s.io/v1beta1");
     let watch = |version: &str| {
         http::Request::get(format!(
-            "{}?watch=true&timeoutSeconds=2&resourceVersion={}",
+            "{}?watch=true&timeoutSeconds=60&resourceVersion={}",
             path(version, ""),
             created["metadata"]["resourceVersion"].as_str().unwrap()
         ))
@@ -383,17 +383,28 @@ async fn responses_and_watch_events_carry_the_requested_version() {
         "a GET at v1alpha1 serves what the write answered"
     );
 
-    let modified = |events: Vec<Result<kube::api::WatchEvent<serde_json::Value>, _>>| {
-        events
-            .into_iter()
-            .filter_map(|e| match e {
-                Ok(kube::api::WatchEvent::Modified(o)) => Some(o),
-                _ => None,
+    // The first two modifications each watch delivers (the two patches), waited for with a
+    // deadline rather than by letting a short server-side timeout end the watch: on a loaded
+    // machine the patches can land after such a timeout.
+    async fn modified<S>(events: S) -> Vec<serde_json::Value>
+    where
+        S: futures::Stream<Item = Result<kube::api::WatchEvent<serde_json::Value>, kube::Error>>,
+    {
+        let wanted = events
+            .filter_map(|e| async move {
+                match e {
+                    Ok(kube::api::WatchEvent::Modified(o)) => Some(o),
+                    _ => None,
+                }
             })
-            .collect::<Vec<_>>()
-    };
-    let stored_events = modified(stored_watch.collect().await);
-    let other_events = modified(other_watch.collect().await);
+            .take(2)
+            .collect::<Vec<_>>();
+        tokio::time::timeout(std::time::Duration::from_secs(30), wanted)
+            .await
+            .expect("two MODIFIED events within 30 s")
+    }
+    let stored_events = modified(stored_watch).await;
+    let other_events = modified(other_watch).await;
     assert_eq!(stored_events.len(), 2, "{stored_events:?}");
     assert_eq!(other_events.len(), 2, "{other_events:?}");
     assert_eq!(
