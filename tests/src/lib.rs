@@ -1,5 +1,12 @@
-//! Shared harness for the end-to-end tests: an in-process devcluster (API server plus simulated
-//! nodes), the CRDs installed from `api_types`, and the controllers run in-process.
+//! Shared harness for the end-to-end tests: a control plane, the CRDs installed from
+//! `api_types`, and the controllers run in-process.
+//!
+//! The control plane is chosen by `AGENT_SANDBOX_CLUSTER` ([`realcluster::Ground`]):
+//! `devcluster` (the default: in-process API server plus simulated nodes, one per test) or
+//! `real` (kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from
+//! `crates/realcluster`: one fresh cluster per test, one at a time per test process, with the
+//! release's RBAC installed and the core controller running on a token of its own
+//! ServiceAccount, never admin).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -11,11 +18,15 @@
 //! # }
 //! ```
 
+pub mod controller_process;
 pub mod http_probe;
 pub mod otlp_receiver;
+pub mod release_rbac;
 pub mod trace_waterfall;
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api_types::Sandbox;
@@ -23,6 +34,7 @@ use devcluster::nodes::NodeConfig;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use prometheus_client::registry::Registry;
+pub use realcluster::Ground;
 use sandbox_controller::{ControllerOptions, SandboxController, Settings};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -79,32 +91,104 @@ struct ControllerTask {
     task: JoinHandle<()>,
 }
 
+/// The ground of this run (`AGENT_SANDBOX_CLUSTER`); a bad value fails the test.
+pub fn ground() -> Ground {
+    Ground::from_env().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `true` on devcluster; on the real control plane prints one line saying why `test` is
+/// skipped there (`why`: what only devcluster offers, e.g. fault injection) and returns false.
+pub fn devcluster_only(test: &str, why: &str) -> bool {
+    if ground() == Ground::DevCluster {
+        return true;
+    }
+    eprintln!("skipping {test} on the real control plane: {why}");
+    false
+}
+
+/// The control plane under an [`Env`].
+pub enum Cluster {
+    Dev(Box<devcluster::Running>),
+    Real(Box<RealGround>),
+}
+
+/// A real control plane of one test, and its turn (one real cluster at a time per process).
+pub struct RealGround {
+    pub cluster: realcluster::RealCluster,
+    kubeconfig: PathBuf,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Cluster {
+    /// The admin kubeconfig.
+    pub fn kubeconfig_path(&self) -> &Path {
+        match self {
+            Cluster::Dev(c) => c.kubeconfig_path(),
+            Cluster::Real(r) => &r.kubeconfig,
+        }
+    }
+
+    /// devcluster's own handle (fault injection, request counters); `None` on the real one.
+    pub fn devcluster(&self) -> Option<&devcluster::Running> {
+        match self {
+            Cluster::Dev(c) => Some(c),
+            Cluster::Real(_) => None,
+        }
+    }
+
+    /// Fault injection (devcluster only; see [`devcluster_only`]).
+    pub fn compact_history(&self) {
+        self.devcluster()
+            .expect("compact_history is devcluster's; guard the test with devcluster_only")
+            .compact_history();
+    }
+
+    /// devcluster's request observer (devcluster only; see [`devcluster_only`]).
+    pub fn observer(&self) -> &Arc<devcluster::observe::Observer> {
+        self.devcluster()
+            .expect("the observer is devcluster's; guard the test with devcluster_only")
+            .observer()
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Cluster::Dev(c) => c.shutdown().await,
+            Cluster::Real(r) => {
+                let RealGround { cluster, _turn, .. } = *r;
+                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+            }
+        }
+    }
+}
+
 /// A running test environment.
 pub struct Env {
-    pub cluster: devcluster::Running,
+    pub cluster: Cluster,
+    /// Admin.
     pub client: kube::Client,
+    /// What the in-process core controller uses: admin on devcluster, a token of the
+    /// release's `sandbox-controller` ServiceAccount on the real control plane.
+    pub controller_client: kube::Client,
     options: EnvOptions,
     controller: Option<ControllerTask>,
 }
 
 impl Env {
-    /// Starts devcluster on a free port, installs the core CRDs (only: core must work without
-    /// the extensions), the node agent and the controller, as `options` say.
+    /// Starts the control plane of [`ground`], installs the core CRDs (only: core must work
+    /// without the extensions), the nodes and the controller, as `options` say.
     pub async fn start(options: EnvOptions) -> Env {
-        // devcluster's own simulated nodes, with `options.nodes`: with them the server leaves a
-        // deleted Pod's graceful termination to its kubelet, as a real one does.
-        let cluster = devcluster::DevCluster::start(devcluster::Config {
-            node_agent: options.nodes.is_some(),
-            nodes: options.nodes.clone().unwrap_or_default(),
-            ..devcluster::Config::ephemeral()
-        })
-        .await
-        .expect("devcluster starts");
-        let client = cluster.client();
+        let (cluster, client, controller_client) = match ground() {
+            Ground::DevCluster => {
+                let (cluster, client) = start_devcluster(&options).await;
+                (cluster, client.clone(), client)
+            }
+            Ground::Real => start_real().await,
+        };
         install_crds(&client, api_types::core_crds()).await;
         let mut env = Env {
             cluster,
             client,
+            controller_client,
             options,
             controller: None,
         };
@@ -114,11 +198,37 @@ impl Env {
         env
     }
 
+    /// A kubeconfig (in `dir`) for the controller `account` of the release: the admin one on
+    /// devcluster, a token of its ServiceAccount on the real control plane.
+    pub async fn controller_kubeconfig(
+        &self,
+        account: &release_rbac::ControllerAccount,
+        dir: &Path,
+    ) -> PathBuf {
+        match &self.cluster {
+            Cluster::Dev(c) => c.kubeconfig_path().to_path_buf(),
+            Cluster::Real(r) => {
+                let text = r
+                    .cluster
+                    .service_account_kubeconfig(
+                        release_rbac::SYSTEM_NAMESPACE,
+                        account.account,
+                        Duration::from_secs(3600),
+                    )
+                    .await
+                    .expect("a token of the controller's ServiceAccount");
+                let path = dir.join(format!("{}.kubeconfig", account.account));
+                std::fs::write(&path, text).expect("write the controller's kubeconfig");
+                path
+            }
+        }
+    }
+
     /// Starts (another incarnation of) the core controller.
     pub fn start_controller(&mut self) {
         let mut registry = Registry::default();
         let controller = SandboxController::new(
-            self.client.clone(),
+            self.controller_client.clone(),
             self.options.controller.clone(),
             &mut registry,
         );
@@ -160,6 +270,54 @@ impl Env {
         self.stop_controller().await;
         self.cluster.shutdown().await;
     }
+}
+
+async fn start_devcluster(options: &EnvOptions) -> (Cluster, kube::Client) {
+    // devcluster's own simulated nodes, with `options.nodes`: with them the server leaves a
+    // deleted Pod's graceful termination to its kubelet, as a real one does.
+    let cluster = devcluster::DevCluster::start(devcluster::Config {
+        node_agent: options.nodes.is_some(),
+        nodes: options.nodes.clone().unwrap_or_default(),
+        ..devcluster::Config::ephemeral()
+    })
+    .await
+    .expect("devcluster starts");
+    let client = cluster.client();
+    (Cluster::Dev(Box::new(cluster)), client)
+}
+
+/// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
+/// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
+async fn start_real() -> (Cluster, kube::Client, kube::Client) {
+    static TURN: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>> = std::sync::OnceLock::new();
+    let turn = TURN.get_or_init(Arc::default).clone().lock_owned().await;
+    let cluster = realcluster::RealCluster::start(realcluster::Options::default())
+        .await
+        .expect("the real control plane starts (docs/cluster.md)");
+    let client = cluster.client().await.expect("admin client");
+    release_rbac::install(&client).await;
+    // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
+    // which kube-controller-manager creates.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "default");
+    wait_for("default/default ServiceAccount", DEADLINE, || async {
+        accounts.get_opt("default").await.ok().flatten()
+    })
+    .await;
+    let controller_client = cluster
+        .service_account_client(
+            release_rbac::SYSTEM_NAMESPACE,
+            release_rbac::SANDBOX_CONTROLLER.account,
+        )
+        .await
+        .expect("a client with the sandbox-controller ServiceAccount's token");
+    let kubeconfig = cluster.kubeconfig_path();
+    let ground = RealGround {
+        cluster,
+        kubeconfig,
+        _turn: turn,
+    };
+    (Cluster::Real(Box::new(ground)), client, controller_client)
 }
 
 /// Creates the CRDs and waits until their resources are served.
@@ -221,10 +379,19 @@ pub async fn create_template_and_pools(
     }
 }
 
-/// Waits until the leader-election Lease `name` in `default` names a holder (a standby replica
+/// Where the controllers' Leases are in these tests: `default` on devcluster; on the real
+/// control plane the release's namespace, the only one their Roles grant Leases in.
+pub fn lease_namespace() -> &'static str {
+    match ground() {
+        Ground::DevCluster => "default",
+        Ground::Real => release_rbac::SYSTEM_NAMESPACE,
+    }
+}
+
+/// Waits until the leader-election Lease `name` in [`lease_namespace`] names a holder (a standby replica
 /// answers `/readyz` before it leads, so readiness alone does not say the Lease exists).
 pub async fn wait_lease_holder(env: &Env, name: &str) -> String {
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = env.api("default");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = env.api(lease_namespace());
     wait_for("the Lease names its holder", DEADLINE, || async {
         leases
             .get_opt(name)

@@ -15,7 +15,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use api_types::SandboxWarmPool;
-use e2e_tests::{DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, wait_for};
+use e2e_tests::{
+    DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, release_rbac, wait_for,
+};
 use kube::Api;
 
 /// The extensions controller binary of this build, built first if needed (cheap when fresh).
@@ -58,8 +60,12 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
         .expect("venv task");
     let env = Env::start(EnvOptions::default()).await;
     install_crds(&env.client, api_types::extension_crds()).await;
+    let kubeconfigs = tempfile::tempdir().expect("a directory for the kubeconfig");
+    let kubeconfig = env
+        .controller_kubeconfig(&release_rbac::EXTENSIONS_CONTROLLER, kubeconfigs.path())
+        .await;
     let controller = Command::new(&binary)
-        .env("KUBECONFIG", env.cluster.kubeconfig_path())
+        .env("KUBECONFIG", &kubeconfig)
         .args([
             "--leader-elect=false",
             "--enable-webhook=false",

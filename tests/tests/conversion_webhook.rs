@@ -21,18 +21,23 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const SERVICE: &str = "sandbox-controller-webhook";
-const NAMESPACE: &str = "default";
+/// The webhook's namespace (its Secret's): where the release's Roles let the controller keep
+/// it on the real control plane.
+fn namespace() -> &'static str {
+    e2e_tests::lease_namespace()
+}
+
 const SECRET: &str = "sandbox-controller-webhook-certs";
 
 fn args(webhook_port: u16) -> sandbox_controller::args::Args {
     sandbox_controller::args::Args::try_parse_from([
         "sandbox-controller".to_owned(),
-        "--leader-election-namespace=default".to_owned(),
+        format!("--leader-election-namespace={}", namespace()),
         "--metrics-bind-address=0".to_owned(),
         "--health-probe-bind-address=0".to_owned(),
         "--webhook-host=127.0.0.1".to_owned(),
         format!("--webhook-port={webhook_port}"),
-        format!("--webhook-namespace={NAMESPACE}"),
+        format!("--webhook-namespace={}", namespace()),
     ])
     .unwrap()
 }
@@ -47,7 +52,7 @@ fn spawn_controller(
     let runtime = Runtime::with_client(
         &args.common,
         RunSpec::new("sandbox-controller", sandbox_controller::args::LEASE_NAME),
-        env.client.clone(),
+        env.controller_client.clone(),
         shutdown.clone(),
     );
     tokio::spawn(async move { sandbox_controller::run_with(runtime, &args).await })
@@ -67,7 +72,7 @@ async fn ca_bundle(env: &Env) -> String {
     .await;
     let service = config.service.expect("a Service client config");
     assert_eq!(service.name, SERVICE);
-    assert_eq!(service.namespace, NAMESPACE);
+    assert_eq!(service.namespace, namespace());
     assert_eq!(service.path.as_deref(), Some("/convert"));
     String::from_utf8(config.ca_bundle.unwrap().0).expect("PEM")
 }
@@ -87,7 +92,7 @@ fn client(ca_pem: &str, addr: SocketAddr) -> reqwest::Client {
     .with_no_client_auth();
     reqwest::Client::builder()
         .use_preconfigured_tls(tls)
-        .resolve(&format!("{SERVICE}.{NAMESPACE}.svc"), addr)
+        .resolve(&format!("{SERVICE}.{}.svc", namespace()), addr)
         .build()
         .unwrap()
 }
@@ -96,7 +101,10 @@ async fn convert(http: &reqwest::Client, port: u16, desired: &str, object: Value
     let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
         "request": {"uid": "review-1", "desiredAPIVersion": desired, "objects": [object]}});
     let response = http
-        .post(format!("https://{SERVICE}.{NAMESPACE}.svc:{port}/convert"))
+        .post(format!(
+            "https://{SERVICE}.{}.svc:{port}/convert",
+            namespace()
+        ))
         .header("content-type", "application/json")
         .body(serde_json::to_vec(&review).unwrap())
         .send()
@@ -124,7 +132,7 @@ async fn managed_certificates_are_shared_patched_into_the_crd_and_serve_conversi
     let first = spawn_controller(&env, port, &shutdown);
     let ca = ca_bundle(&env).await;
 
-    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), namespace());
     let secret = secrets.get(SECRET).await.expect("the certificate Secret");
     let data = secret.data.unwrap();
     assert_eq!(
@@ -145,12 +153,15 @@ async fn managed_certificates_are_shared_patched_into_the_crd_and_serve_conversi
         let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": {"uid": "probe", "desiredAPIVersion": "agents.x-k8s.io/v1beta1",
                         "objects": [alpha.clone()]}});
-        http.post(format!("https://{SERVICE}.{NAMESPACE}.svc:{port}/convert"))
-            .body(serde_json::to_vec(&review).unwrap())
-            .send()
-            .await
-            .ok()
-            .map(|_| ())
+        http.post(format!(
+            "https://{SERVICE}.{}.svc:{port}/convert",
+            namespace()
+        ))
+        .body(serde_json::to_vec(&review).unwrap())
+        .send()
+        .await
+        .ok()
+        .map(|_| ())
     })
     .await;
     let beta = convert(&http, port, "agents.x-k8s.io/v1beta1", alpha.clone()).await;
@@ -171,7 +182,8 @@ async fn managed_certificates_are_shared_patched_into_the_crd_and_serve_conversi
                         "objects": [alpha.clone()]}});
         let response = http2
             .post(format!(
-                "https://{SERVICE}.{NAMESPACE}.svc:{second_port}/convert"
+                "https://{SERVICE}.{}.svc:{second_port}/convert",
+                namespace()
             ))
             .body(serde_json::to_vec(&review).unwrap())
             .send()

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use api_types::keys::{CLAIM_FIRST_READY_AT_ANNOTATION, TRACE_CONTEXT_ANNOTATION};
 use api_types::{SandboxClaim, SandboxWarmPool};
 use e2e_tests::otlp_receiver::{CapturedSpan, OtlpReceiver};
-use e2e_tests::{DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, wait_for};
+use e2e_tests::{
+    DEADLINE, Env, EnvOptions, create_template_and_pools, install_crds, release_rbac, wait_for,
+};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -89,6 +91,8 @@ struct Cluster {
     env: Env,
     ext_metrics: u16,
     _controllers: [KillOnDrop; 2],
+    /// The controllers' kubeconfigs (their ServiceAccounts' tokens on the real ground).
+    _kubeconfigs: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -110,14 +114,21 @@ impl Cluster {
                 .map(Stdio::from)
                 .unwrap_or_else(|_| Stdio::null())
         };
-        let spawn = |binary: &PathBuf, metrics: String| {
+        let kubeconfigs = tempfile::tempdir().expect("a directory for the kubeconfigs");
+        let core_kubeconfig = env
+            .controller_kubeconfig(&release_rbac::SANDBOX_CONTROLLER, kubeconfigs.path())
+            .await;
+        let ext_kubeconfig = env
+            .controller_kubeconfig(&release_rbac::EXTENSIONS_CONTROLLER, kubeconfigs.path())
+            .await;
+        let spawn = |binary: &PathBuf, kubeconfig: &PathBuf, metrics: String| {
             let mut cmd = Command::new(binary);
             for (key, _) in std::env::vars() {
                 if key.starts_with("OTEL_") {
                     cmd.env_remove(key);
                 }
             }
-            cmd.env("KUBECONFIG", env.cluster.kubeconfig_path())
+            cmd.env("KUBECONFIG", kubeconfig)
                 .env("RUST_LOG", "info")
                 .args([
                     "--leader-elect=false",
@@ -134,8 +145,12 @@ impl Cluster {
                     .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display())),
             )
         };
-        let core = spawn(&binaries.0, "0".into());
-        let ext = spawn(&binaries.1, format!("127.0.0.1:{ext_metrics}"));
+        let core = spawn(&binaries.0, &core_kubeconfig, "0".into());
+        let ext = spawn(
+            &binaries.1,
+            &ext_kubeconfig,
+            format!("127.0.0.1:{ext_metrics}"),
+        );
 
         create_template_and_pools(
             &env,
@@ -148,6 +163,7 @@ impl Cluster {
             env,
             ext_metrics,
             _controllers: [core, ext],
+            _kubeconfigs: kubeconfigs,
         };
         cluster.wait_warm_pool(2).await;
         cluster

@@ -25,7 +25,10 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
     let (metrics, probes) = (free_port(), free_port());
     let args = sandbox_controller::args::Args::try_parse_from([
         "sandbox-controller",
-        "--leader-election-namespace=default",
+        &format!(
+            "--leader-election-namespace={}",
+            e2e_tests::lease_namespace()
+        ),
         // devcluster calls no conversion webhook; tests/tests/conversion_webhook.rs covers it.
         "--enable-webhook=false",
         &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
@@ -36,7 +39,7 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
     let runtime = Runtime::with_client(
         &args.common,
         RunSpec::new("sandbox-controller", sandbox_controller::args::LEASE_NAME),
-        env.client.clone(),
+        env.controller_client.clone(),
         shutdown.clone(),
     );
     let task = tokio::spawn(async move { sandbox_controller::run_with(runtime, &args).await });
@@ -86,7 +89,7 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
         .unwrap();
     assert!(result.is_ok(), "clean shutdown: {result:?}");
     let lease = env
-        .api::<Lease>("default")
+        .api::<Lease>(e2e_tests::lease_namespace())
         .get(sandbox_controller::args::LEASE_NAME)
         .await
         .unwrap();

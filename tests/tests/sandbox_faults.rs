@@ -163,6 +163,12 @@ async fn killed_mid_burst_the_controller_converges_after_restart() {
 
 #[tokio::test]
 async fn api_errors_throttling_and_dropped_watches_are_retried_until_converged() {
+    if !e2e_tests::devcluster_only(
+        "api_errors_throttling_and_dropped_watches_are_retried_until_converged",
+        "it injects API errors and compacts the watch history through devcluster's observer",
+    ) {
+        return;
+    }
     use devcluster::observe::{FaultConfig, FaultRule, WatchClose};
 
     const N: usize = 20;

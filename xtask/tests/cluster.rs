@@ -132,6 +132,9 @@ fn gone(pid: u32) -> bool {
 
 #[test]
 fn a_component_that_dies_ends_the_command_with_its_name_and_log() {
+    if !realcluster::go_or_skip("a_component_that_dies_ends_the_command_with_its_name_and_log") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let running = Running::start(&kubeconfig);
@@ -166,6 +169,9 @@ fn a_component_that_dies_ends_the_command_with_its_name_and_log() {
 
 #[test]
 fn sigterm_stops_every_component_and_removes_the_data() {
+    if !realcluster::go_or_skip("sigterm_stops_every_component_and_removes_the_data") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let running = Running::start(&kubeconfig);

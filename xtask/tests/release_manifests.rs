@@ -278,22 +278,30 @@ fn core_controller_rbac_is_exactly_what_it_needs() {
         "sandbox-controller-leader-election",
     );
     let mut want: BTreeSet<String> = BTreeSet::new();
+    // Pods and PVCs are never replaced whole; PVCs are deleted by the garbage collector.
     want.extend(expand(
         "core",
-        &["pods", "services", "persistentvolumeclaims"],
-        ALL_VERBS,
+        &["pods"],
+        &["create", "delete", "get", "list", "patch", "watch"],
+        None,
+    ));
+    want.extend(expand("core", &["services"], ALL_VERBS, None));
+    want.extend(expand(
+        "core",
+        &["persistentvolumeclaims"],
+        &["create", "get", "list", "patch", "watch"],
         None,
     ));
     want.extend(expand(
         "agents.x-k8s.io",
         &["sandboxes"],
-        &["delete", "get", "list", "patch", "update", "watch"],
+        &["delete", "get", "list", "patch", "watch"],
         None,
     ));
     want.extend(expand(
         "agents.x-k8s.io",
         &["sandboxes/status"],
-        &["patch", "update"],
+        &["patch"],
         None,
     ));
     want.extend(expand(
@@ -302,7 +310,7 @@ fn core_controller_rbac_is_exactly_what_it_needs() {
         &["update"],
         None,
     ));
-    want.extend(expand("core", &["events"], &["create", "patch"], None));
+    // Events are events.k8s.io/v1 only (create, then patch a series).
     want.extend(expand(
         "events.k8s.io",
         &["events"],
@@ -376,23 +384,35 @@ fn extensions_controller_rbac_is_exactly_what_it_needs() {
     );
     let group = "extensions.agents.x-k8s.io";
     let mut want: BTreeSet<String> = BTreeSet::new();
-    want.extend(expand("agents.x-k8s.io", &["sandboxes"], ALL_VERBS, None));
+    want.extend(expand(
+        "agents.x-k8s.io",
+        &["sandboxes"],
+        &["create", "delete", "get", "list", "patch", "watch"],
+        None,
+    ));
+    // Read from the watch caches, never with a GET; written with merge patches only.
     want.extend(expand(
         group,
-        &["sandboxtemplates", "sandboxwarmpools"],
-        &["get", "list", "patch", "update", "watch"],
+        &["sandboxtemplates"],
+        &["list", "patch", "watch"],
+        None,
+    ));
+    want.extend(expand(
+        group,
+        &["sandboxwarmpools"],
+        &["list", "watch"],
         None,
     ));
     want.extend(expand(
         group,
         &["sandboxclaims"],
-        &["delete", "get", "list", "patch", "update", "watch"],
+        &["delete", "list", "patch", "watch"],
         None,
     ));
     want.extend(expand(
         group,
         &["sandboxclaims/status", "sandboxwarmpools/status"],
-        &["patch", "update"],
+        &["patch"],
         None,
     ));
     want.extend(expand(
@@ -408,11 +428,10 @@ fn extensions_controller_rbac_is_exactly_what_it_needs() {
     want.extend(expand(
         "networking.k8s.io",
         &["networkpolicies"],
-        ALL_VERBS,
+        &["create", "delete", "list", "update", "watch"],
         None,
     ));
-    want.extend(expand("core", &["pods"], &["get", "list", "watch"], None));
-    want.extend(expand("core", &["events"], &["create", "patch"], None));
+    want.extend(expand("core", &["pods"], &["list", "watch"], None));
     want.extend(expand(
         "events.k8s.io",
         &["events"],

@@ -17,19 +17,7 @@ fn fixture() -> PathBuf {
 
 /// `go`, or `None` (after printing why) when it is missing and may be.
 fn go_or_skip(test: &str) -> Option<PathBuf> {
-    let found = Command::new("go").arg("version").output();
-    match found {
-        Ok(out) if out.status.success() => Some(PathBuf::from("go")),
-        _ if std::env::var_os("CI").is_some()
-            || std::env::var("AGENT_SANDBOX_REQUIRE_GO").is_ok_and(|v| v == "1") =>
-        {
-            panic!("{test}: `go` is not on PATH, and CI / AGENT_SANDBOX_REQUIRE_GO requires it")
-        }
-        _ => {
-            eprintln!("skipping {test}: `go` is not on PATH");
-            None
-        }
-    }
+    realcluster::go_or_skip(test).then(|| PathBuf::from("go"))
 }
 
 fn go(go: &Path, args: &[&str]) -> Output {

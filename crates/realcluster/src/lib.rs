@@ -82,6 +82,41 @@ impl Ground {
     }
 }
 
+/// The variable that makes a missing `go` fail a test instead of skipping it (`CI` does too).
+pub const REQUIRE_GO_ENV: &str = "AGENT_SANDBOX_REQUIRE_GO";
+
+/// Whether a test that needs Go (the real control plane is built with it; the protobuf client
+/// fixture is a Go program) may run: `true` when `go version` works. When it does not, the test
+/// is skipped with one line on stderr, except under `CI` or [`REQUIRE_GO_ENV`]`=1`, where it
+/// panics saying so (CI must never skip the real lane silently).
+pub fn go_or_skip(test: &str) -> bool {
+    let works = std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    go_decision(
+        test,
+        works,
+        std::env::var_os("CI").is_some(),
+        require_go_env(),
+    )
+}
+
+fn require_go_env() -> bool {
+    std::env::var(REQUIRE_GO_ENV).is_ok_and(|v| v == "1")
+}
+
+fn go_decision(test: &str, works: bool, ci: bool, required: bool) -> bool {
+    if works {
+        return true;
+    }
+    if ci || required {
+        panic!("{test}: `go` is not on PATH, and CI / {REQUIRE_GO_ENV}=1 requires it");
+    }
+    eprintln!("skipping {test}: `go` is not on PATH (needed to build the real control plane)");
+    false
+}
+
 /// The cluster shared by the tests of this process: the first caller starts it (default
 /// [`Options`]), later callers get the same one while any holds it, and it stops when the last
 /// holder drops it (a later caller then starts a new one). Each caller makes its own clients
@@ -104,6 +139,18 @@ pub async fn shared() -> Result<Arc<RealCluster>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_go_skips_locally_and_fails_under_ci() {
+        assert!(go_decision("t", true, true, true));
+        assert!(!go_decision("t", false, false, false));
+        for (ci, required) in [(true, false), (false, true)] {
+            let panic = std::panic::catch_unwind(|| go_decision("t", false, ci, required))
+                .expect_err("a missing go must fail under CI or when required");
+            let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(message.contains("`go` is not on PATH"), "{message}");
+        }
+    }
 
     #[test]
     fn the_ground_is_devcluster_unless_real_is_asked() {
