@@ -44,6 +44,8 @@ use tracing::Instrument;
 
 use crate::work_queue::WorkQueue;
 
+pub mod shared_watch;
+
 /// What a pass asks for next: nothing until a trigger, or another pass after a delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Action {
@@ -341,5 +343,7 @@ const READY_POLL: Duration = Duration::from_millis(50);
 /// Retry delay after a pass that panicked (the panic is logged; the key is not lost).
 const PANIC_RETRY: Duration = Duration::from_secs(5);
 
+#[cfg(test)]
+mod interleavings;
 #[cfg(test)]
 mod tests;
