@@ -266,6 +266,8 @@ where
         futures::pin_mut!(ready);
         let mut is_ready = false;
         let mut stopping = false;
+        // Whether keys wait for a worker, as last told to the queue (for the liveness probe).
+        let mut due = false;
         loop {
             while is_ready && !stopping && running.len() < self.workers {
                 let Some(key) = queue.pop() else {
@@ -288,6 +290,11 @@ where
                     drop(in_flight);
                     (key, obj, result)
                 });
+            }
+            let now_due = is_ready && !stopping && !queue.fifo.is_empty();
+            if now_due != due {
+                due = now_due;
+                self.queue.set_due(due);
             }
             if stopping && running.is_empty() {
                 break;

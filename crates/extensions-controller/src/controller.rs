@@ -421,6 +421,26 @@ impl ExtensionsController {
         let template_queue = work_queue(template::reconcile::CONTROLLER_NAME);
         let pool_queue = work_queue(warm_pool::reconcile::CONTROLLER_NAME);
         let claim_queue = work_queue(claim::reconcile::CONTROLLER_NAME);
+        // `/healthz` fails when a watch event waits too long for the controller it feeds.
+        for backlog in [tmpl_for_templates.backlog(), np_events.backlog()] {
+            template_queue.watch_triggers(backlog);
+        }
+        for backlog in [
+            pool_for_pools.backlog(),
+            sb_for_pools.backlog(),
+            tmpl_for_pools.backlog(),
+        ] {
+            pool_queue.watch_triggers(backlog);
+        }
+        for backlog in [
+            claim_events.backlog(),
+            sb_for_claims.backlog(),
+            pool_for_claims.backlog(),
+            tmpl_for_claims.backlog(),
+            np_for_claims.backlog(),
+        ] {
+            claim_queue.watch_triggers(backlog);
+        }
 
         let template_triggers = futures::stream::select(
             tmpl_for_templates.map(|t| ObjectRef::from_obj(&*t)).boxed(),
