@@ -28,6 +28,9 @@ pub enum Command {
     Dev(crate::dev::DevArgs),
     /// Regenerate the controller flags tables in docs/configuration.md and README.md.
     Docs(crate::docs::DocsArgs),
+    /// Run the controllers through kills, API faults, leader pauses, churn and bad input on
+    /// devcluster and check the invariants after each (fails on any violation).
+    Chaos(crate::chaos::ChaosArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

@@ -12,8 +12,11 @@
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`chaos`]: `cargo xtask chaos`, the controllers under kills, faults, pauses, churn and bad
+//!   input, with the invariants checked.
 
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod crds;
 pub mod dev;
