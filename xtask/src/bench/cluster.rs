@@ -372,6 +372,8 @@ impl Stack {
                 "--leader-elect={}",
                 self.controller_options.leader_elect
             ))
+            // devcluster calls no conversion webhook.
+            .arg("--enable-webhook=false")
             .arg(format!("--metrics-bind-address={metrics_addr}"))
             .arg(format!("--health-probe-bind-address={probe_addr}"))
             .arg(format!("--log-level={}", self.controller_options.log_level))
