@@ -154,11 +154,13 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     let devcluster = DevclusterOptions {
         nodes: args.nodes,
         pod_startup_delay: args.pod_startup_delay.clone(),
+        extra_args: Vec::new(),
     };
     let controllers = ControllerOptions {
         log_level: args.controller_log_level.clone(),
         sandbox_args: args.sandbox_controller_args.clone(),
         extensions_args: args.extensions_controller_args.clone(),
+        leader_elect: false,
     };
     let ctx = Ctx {
         binaries: &binaries,

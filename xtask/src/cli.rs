@@ -31,6 +31,9 @@ pub enum Command {
     Cluster(crate::cluster::ClusterArgs),
     /// Regenerate the controller flags tables in docs/configuration.md and README.md.
     Docs(crate::docs::DocsArgs),
+    /// Run the controllers through kills, API faults, leader pauses, churn and bad input on
+    /// devcluster and check the invariants after each (fails on any violation).
+    Chaos(crate::chaos::ChaosArgs),
     /// Move an install that stored v1alpha1 objects to v1beta1: `--phase=bootstrap` before
     /// applying the new CRDs, `--phase=migrate` after (docs/upgrade.md).
     Migrate(crate::migrate::MigrateArgs),

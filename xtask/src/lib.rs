@@ -14,10 +14,13 @@
 //! - [`cluster`]: `cargo xtask cluster`, a real control plane (the `realcluster` crate) in the
 //!   foreground.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`chaos`]: `cargo xtask chaos`, the controllers under kills, faults, pauses, churn and bad
+//!   input, with the invariants checked.
 //! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
 //!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod cluster;
 pub mod crds;

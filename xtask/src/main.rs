@@ -18,6 +18,13 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        Command::Chaos(args) => match xtask::chaos::run(args) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        },
         Command::Dev(args) => return xtask::dev::main(args),
         Command::Cluster(args) => return xtask::cluster::main(args),
         Command::Docs(args) => return xtask::docs::main(args),

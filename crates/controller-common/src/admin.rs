@@ -4,13 +4,18 @@
 //! - `/metrics`: the process' prometheus-client [`Registry`]. OpenMetrics text when the scraper
 //!   asks for it (`Accept: application/openmetrics-text`, as Prometheus does; exemplars are only
 //!   carried there), else the classic Prometheus text format 0.0.4.
-//! - `/healthz`: 200 while the process serves HTTP.
+//! - `/healthz`: 200 while the process does its work; 503 naming what it is not doing when a
+//!   [`Liveness`] check finds work left undone for the stall threshold (keys due in a work
+//!   queue with no reconcile started or finished, a watch event its controller has not taken;
+//!   see [`crate::work_queue::WorkQueue::stall`]), so the kubelet restarts the process. It does
+//!   not depend on the API server: an outage is not something a restart fixes.
 //! - `/readyz`: 200 when every [`ReadyGate`] is ready, or when this replica is a leader-election
 //!   standby (so rolling updates proceed while another replica leads); else 503 listing the
 //!   gates still pending.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -25,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::BindAddress;
 use crate::error::Error;
+use crate::metrics::ControllerMetrics;
+use crate::work_queue::WorkQueue;
 
 /// Content type of the OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -138,12 +145,99 @@ pub fn metrics_router(registry: Arc<Registry>) -> Router {
         .with_state(registry)
 }
 
+/// A check of the liveness probe: at `now`, with the stall threshold, what is not being done
+/// (one line each; empty when all is well).
+type LivenessCheck = Arc<dyn Fn(tokio::time::Instant, Duration) -> Vec<String> + Send + Sync>;
+
+/// Shared liveness state behind `/healthz`: the checks and the stall threshold. Cheap to
+/// clone; all clones see the same checks.
+#[derive(Clone)]
+pub struct Liveness {
+    threshold: Duration,
+    checks: Arc<Mutex<Vec<LivenessCheck>>>,
+}
+
+impl Liveness {
+    /// A liveness state with no checks (healthy) failing a check once work has been left
+    /// undone for `threshold` (zero: never).
+    pub fn new(threshold: Duration) -> Self {
+        Liveness {
+            threshold,
+            checks: Arc::default(),
+        }
+    }
+
+    /// Adds the work queues of `metrics` (every controller that reconciles through
+    /// [`crate::runner::Runner`] with a queue of `metrics`).
+    pub fn watch(&self, metrics: &ControllerMetrics) {
+        let metrics = metrics.clone();
+        self.add_check(Arc::new(move |now, threshold| {
+            metrics.stalls(now, threshold)
+        }));
+    }
+
+    /// Adds one work queue (a controller that builds its queue without [`ControllerMetrics`]).
+    pub fn watch_queue(&self, queue: WorkQueue) {
+        self.add_check(Arc::new(move |now, threshold| {
+            queue.stall(now, threshold).into_iter().collect()
+        }));
+    }
+
+    /// Adds a check.
+    pub fn add_check(&self, check: LivenessCheck) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(check);
+    }
+
+    /// What is not being done now (empty: healthy).
+    pub fn problems(&self) -> Vec<String> {
+        let checks = self
+            .checks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let now = tokio::time::Instant::now();
+        checks
+            .iter()
+            .flat_map(|check| check(now, self.threshold))
+            .collect()
+    }
+}
+
+impl Default for Liveness {
+    /// Healthy with no checks; the threshold of `--health-stall-threshold`'s default.
+    fn default() -> Self {
+        Liveness::new(Duration::from_secs(60))
+    }
+}
+
 /// Router serving `/healthz` and `/readyz`.
-pub fn probe_router(readiness: Readiness) -> Router {
+pub fn probe_router(readiness: Readiness, liveness: Liveness) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let liveness = liveness.clone();
+                async move { serve_healthz(&liveness) }
+            }),
+        )
         .route("/readyz", get(serve_readyz))
         .with_state(readiness)
+}
+
+fn serve_healthz(liveness: &Liveness) -> Response {
+    let problems = liveness.problems();
+    if problems.is_empty() {
+        return (StatusCode::OK, "ok\n").into_response();
+    }
+    tracing::error!(problems = ?problems, "liveness probe failing: work left undone");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("not doing its work:\n{}\n", problems.join("\n")),
+    )
+        .into_response()
 }
 
 async fn serve_metrics(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
@@ -217,6 +311,7 @@ pub async fn serve_admin(
     probes: &BindAddress,
     registry: Arc<Registry>,
     readiness: Readiness,
+    liveness: Liveness,
     shutdown: CancellationToken,
 ) -> Result<AdminServers, Error> {
     let mut servers = AdminServers {
@@ -231,7 +326,7 @@ pub async fn serve_admin(
         let listener = bind("metrics and health probe", metrics).await?;
         servers.probe_addr = listener.local_addr().ok();
         servers.metrics_addr = servers.probe_addr;
-        let router = metrics_router(registry).merge(probe_router(readiness));
+        let router = metrics_router(registry).merge(probe_router(readiness, liveness));
         servers.tasks.push(spawn_server(listener, router, shutdown));
         return Ok(servers);
     }
@@ -246,9 +341,11 @@ pub async fn serve_admin(
     if probes != &BindAddress::Disabled {
         let listener = bind("health probe", probes).await?;
         servers.probe_addr = listener.local_addr().ok();
-        servers
-            .tasks
-            .push(spawn_server(listener, probe_router(readiness), shutdown));
+        servers.tasks.push(spawn_server(
+            listener,
+            probe_router(readiness, liveness),
+            shutdown,
+        ));
     }
     Ok(servers)
 }
@@ -354,15 +451,57 @@ mod tests {
         assert!(body.trim_end().ends_with("# EOF"), "{body}");
     }
 
+    /// `/healthz` fails, naming what is undone, while a check finds work left undone for the
+    /// threshold (`--health-stall-threshold`); readiness is not affected.
+    #[tokio::test(start_paused = true)]
+    async fn healthz_fails_while_a_controller_leaves_its_work_undone() {
+        let mut registry = Registry::default();
+        let metrics = ControllerMetrics::register(&mut registry);
+        let queue = metrics.work_queue("sandboxclaim");
+        let liveness = Liveness::new(Duration::from_secs(60));
+        liveness.watch(&metrics);
+        let readiness = Readiness::new();
+        let router = || probe_router(readiness.clone(), liveness.clone());
+
+        queue.set_due(true);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let (status, _, _) = get_text(router(), "/healthz", None).await;
+        assert_eq!(status, StatusCode::OK, "not yet the threshold");
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        let (status, _, body) = get_text(router(), "/healthz", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body.contains("sandboxclaim: 0 keys waiting, due for 61s"),
+            "{body}"
+        );
+        let (status, _, _) = get_text(router(), "/readyz", None).await;
+        assert_eq!(status, StatusCode::OK, "readiness is the caches' business");
+
+        // A reconcile starts: progress, healthy again.
+        drop(queue.start(Some("ns"), "c"));
+        let (status, _, _) = get_text(router(), "/healthz", None).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
     #[tokio::test]
     async fn healthz_is_ok_and_readyz_follows_gates() {
         let readiness = Readiness::new();
-        let (status, _, _) = get_text(probe_router(readiness.clone()), "/healthz", None).await;
+        let (status, _, _) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/healthz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::OK);
 
         let cache = readiness.gate("sandbox cache");
         let pods = readiness.gate("pod cache");
-        let (status, _, body) = get_text(probe_router(readiness.clone()), "/readyz", None).await;
+        let (status, _, body) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(
             body.contains("sandbox cache") && body.contains("pod cache"),
@@ -370,7 +509,12 @@ mod tests {
         );
 
         cache.set_ready();
-        let (status, _, body) = get_text(probe_router(readiness.clone()), "/readyz", None).await;
+        let (status, _, body) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(
             !body.contains("sandbox cache") && body.contains("pod cache"),
@@ -378,11 +522,21 @@ mod tests {
         );
 
         pods.set_ready();
-        let (status, _, _) = get_text(probe_router(readiness.clone()), "/readyz", None).await;
+        let (status, _, _) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::OK);
 
         pods.set_not_ready();
-        let (status, _, _) = get_text(probe_router(readiness.clone()), "/readyz", None).await;
+        let (status, _, _) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     }
 
@@ -391,11 +545,21 @@ mod tests {
         let readiness = Readiness::new();
         let _cache = readiness.gate("sandbox cache");
         readiness.set_standby(true);
-        let (status, _, body) = get_text(probe_router(readiness.clone()), "/readyz", None).await;
+        let (status, _, body) = get_text(
+            probe_router(readiness.clone(), Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("standby"), "{body}");
         readiness.set_standby(false);
-        let (status, _, _) = get_text(probe_router(readiness), "/readyz", None).await;
+        let (status, _, _) = get_text(
+            probe_router(readiness, Liveness::default()),
+            "/readyz",
+            None,
+        )
+        .await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     }
 
@@ -408,9 +572,16 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
         };
-        let servers = serve_admin(&local(0), &local(0), registry, readiness, token.clone())
-            .await
-            .unwrap();
+        let servers = serve_admin(
+            &local(0),
+            &local(0),
+            registry,
+            readiness,
+            Liveness::default(),
+            token.clone(),
+        )
+        .await
+        .unwrap();
         let metrics = servers.metrics_addr.unwrap();
         let probes = servers.probe_addr.unwrap();
         assert_ne!(metrics, probes, "port 0 twice gives two listeners");
@@ -441,6 +612,7 @@ mod tests {
             &BindAddress::Disabled,
             registry.clone(),
             Readiness::new(),
+            Liveness::default(),
             token.clone(),
         )
         .await
@@ -458,6 +630,7 @@ mod tests {
             &BindAddress::Disabled,
             registry,
             Readiness::new(),
+            Liveness::default(),
             token,
         )
         .await
@@ -480,6 +653,7 @@ mod tests {
             &BindAddress::Disabled,
             registry,
             Readiness::new(),
+            Liveness::default(),
             token.clone(),
         )
         .await

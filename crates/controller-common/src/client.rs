@@ -1,15 +1,22 @@
 //! The kube client: configuration from `--kubeconfig`/`KUBECONFIG` or in-cluster, with the
-//! client-side rate limit of `--kube-api-qps`/`--kube-api-burst`.
+//! client-side rate limit of `--kube-api-qps`/`--kube-api-burst`, and the leader-election
+//! fence ([`FenceLayer`]) that refuses writes once the Lease may be lost.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Once;
+use std::task::{Context, Poll};
 
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use tower::{BoxError, Layer, Service};
+
 use crate::args::CommonArgs;
 use crate::error::Error;
+use crate::leader_election::fence::Fence;
 use crate::rate_limit::{RateLimit, RateLimitLayer};
 use crate::request_metrics::{RequestMetrics, RequestMetricsLayer};
 
@@ -61,10 +68,17 @@ async fn config_from_kubeconfig_paths(paths: &Path) -> Result<Config, Error> {
         .map_err(wrap)
 }
 
-/// Sends `User-Agent: <binary>/<version>` on every request, as client-go does, so API-server
-/// request counters and audit logs can tell the controllers apart. Replaces any earlier value.
-pub fn set_user_agent(config: &mut Config, binary: &str) {
-    let agent = format!("{binary}/v{}", env!("CARGO_PKG_VERSION"));
+/// Sends `User-Agent: <binary>/v<version>` on every request, as client-go does, so API-server
+/// request counters and audit logs can tell the controllers apart; with an `identity` (the
+/// replica's leader-election identity) `<binary>/v<version> (<identity>)`, so they can also
+/// tell two replicas of one controller apart (which one wrote after it lost the Lease).
+/// Replaces any earlier value.
+pub fn set_user_agent(config: &mut Config, binary: &str, identity: Option<&str>) {
+    let version = env!("CARGO_PKG_VERSION");
+    let agent = match identity {
+        Some(identity) => format!("{binary}/v{version} ({identity})"),
+        None => format!("{binary}/v{version}"),
+    };
     if let Ok(value) = http::HeaderValue::from_str(&agent) {
         config
             .headers
@@ -81,11 +95,14 @@ pub fn client_with_rate_limit(config: Config, limit: RateLimit) -> Result<Client
 }
 
 /// Like [`client_with_rate_limit`], also counting every request sent (after the rate limit)
-/// into `metrics` as `rest_client_requests_total`.
+/// into `metrics` as `rest_client_requests_total`, and, with a `fence`, refusing every write the
+/// fence does not allow at the moment it would be sent ([`FenceLayer`], innermost: after the
+/// rate limiter's wait).
 pub fn instrumented_client(
     config: Config,
     limit: RateLimit,
     metrics: &RequestMetrics,
+    fence: Option<&Fence>,
 ) -> Result<Client, Error> {
     install_crypto_provider();
     let host = config
@@ -94,10 +111,96 @@ pub fn instrumented_client(
         .map(|a| a.as_str().to_owned())
         .unwrap_or_default();
     let builder = ClientBuilder::try_from(config).map_err(Error::Kube)?;
+    let fence = fence.cloned().map(FenceLayer::new);
     Ok(builder
+        .with_layer(&tower::util::option_layer(fence))
         .with_layer(&RequestMetricsLayer::new(metrics.clone(), host))
         .with_layer(&RateLimitLayer::new(limit))
         .build())
+}
+
+/// `client` with every write checked against `fence` before it is handed to `client` (for a
+/// client built elsewhere, e.g. by a test; [`instrumented_client`] puts the check closer to
+/// the wire).
+pub fn fenced(client: Client, fence: Fence) -> Client {
+    let namespace = client.default_namespace().to_owned();
+    let send = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        async move { client.send(request).await }
+    });
+    Client::new(FenceLayer::new(fence).layer(send), namespace)
+}
+
+/// Whether a request changes something on the server (create, update, patch, delete).
+fn is_write(method: &http::Method) -> bool {
+    !matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
+}
+
+/// Tower layer refusing writes (anything but GET, HEAD, OPTIONS) while `fence` does not allow
+/// them (see [`crate::leader_election::fence`]); reads always pass, so a replica that lost the
+/// Lease can still watch and list while it stops.
+#[derive(Clone, Debug)]
+pub struct FenceLayer {
+    fence: Fence,
+}
+
+impl FenceLayer {
+    pub fn new(fence: Fence) -> Self {
+        FenceLayer { fence }
+    }
+}
+
+impl<S> Layer<S> for FenceLayer {
+    type Service = FencedRequests<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FencedRequests {
+            inner,
+            fence: self.fence.clone(),
+        }
+    }
+}
+
+/// See [`FenceLayer`].
+#[derive(Clone, Debug)]
+pub struct FencedRequests<S> {
+    inner: S,
+    fence: Fence,
+}
+
+impl<S, B> Service<http::Request<B>> for FencedRequests<S>
+where
+    S: Service<http::Request<B>>,
+    S::Response: Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if is_write(request.method())
+            && let Err(refused) = self.fence.check()
+        {
+            tracing::warn!(
+                method = %request.method(),
+                path = %request.uri().path(),
+                error = %refused,
+                "write not sent"
+            );
+            return Box::pin(std::future::ready(Err(BoxError::from(refused))));
+        }
+        let response = self.inner.call(request);
+        Box::pin(async move { response.await.map_err(Into::into) })
+    }
 }
 
 /// The client the flags describe: [`load_config`] plus
@@ -153,8 +256,8 @@ mod tests {
     #[test]
     fn user_agent_names_the_binary_once() {
         let mut config = Config::new("http://127.0.0.1:1".parse().unwrap());
-        set_user_agent(&mut config, "first");
-        set_user_agent(&mut config, "sandbox-controller");
+        set_user_agent(&mut config, "first", None);
+        set_user_agent(&mut config, "sandbox-controller", Some("pod-a_1234"));
         let agents: Vec<_> = config
             .headers
             .iter()
@@ -163,7 +266,10 @@ mod tests {
             .collect();
         assert_eq!(
             agents,
-            [format!("sandbox-controller/v{}", env!("CARGO_PKG_VERSION"))]
+            [format!(
+                "sandbox-controller/v{} (pod-a_1234)",
+                env!("CARGO_PKG_VERSION")
+            )]
         );
     }
 

@@ -22,6 +22,10 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub mod fence;
+
+use fence::Fence;
+
 /// client-go/controller-runtime default lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// client-go/controller-runtime default renew deadline.
@@ -137,6 +141,11 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
     observed: Option<Observed>,
+    /// Start of the last successful acquire or renewal plus the renew deadline: until then
+    /// this candidate may act as the leader.
+    valid_until: Option<Instant>,
+    /// Extended on each success, closed on a loss or release (see [`fence`]).
+    fence: Fence,
 }
 
 fn is_status(err: &kube::Error, code: u16) -> bool {
@@ -156,7 +165,24 @@ impl LeaderElector {
             api,
             config,
             observed: None,
+            valid_until: None,
+            fence: Fence::closed_until_leading(),
         }
+    }
+
+    /// Keeps `fence` in step with this candidate's leadership: extended to
+    /// [`LeaderElector::valid_until`] by every successful acquire or renewal, closed when
+    /// leadership is lost or released. The fence of a candidate without this call is its own.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Until when this candidate may act as the leader: the start of its last successful
+    /// acquire or renewal plus the renew deadline (monotonic clock).
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.valid_until
     }
 
     /// This candidate's identity.
@@ -237,8 +263,20 @@ impl LeaderElector {
     }
 
     /// One client-go style attempt: create the Lease, renew it, or take it over when free or
-    /// expired. Returns whether this candidate holds the Lease afterwards.
+    /// expired. Returns whether this candidate holds the Lease afterwards; on success, this
+    /// candidate may lead until the attempt's start plus the renew deadline.
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let started = Instant::now();
+        let leading = self.attempt().await?;
+        if leading {
+            let until = started + self.config.timings.renew_deadline;
+            self.valid_until = Some(self.valid_until.map_or(until, |v| v.max(until)));
+            self.fence.extend(until);
+        }
+        Ok(leading)
+    }
+
+    async fn attempt(&mut self) -> Result<bool, kube::Error> {
         // Fast path: the leader renews from its last write without reading first. Any
         // failure (conflict, deleted Lease, transient error) falls back to reading the Lease.
         if self.is_leader()
@@ -340,21 +378,41 @@ impl LeaderElector {
     }
 
     /// Keeps renewing while leading. Returns [`RenewOutcome::Cancelled`] when `cancel` fires
-    /// (the Lease is still held: release it), or [`RenewOutcome::Lost`].
+    /// (the Lease is still held: release it), or [`RenewOutcome::Lost`] (the fence is closed
+    /// first) when another holder is seen or no renewal succeeded by
+    /// [`LeaderElector::valid_until`]: the start of the last successful one plus the renew
+    /// deadline, measured on the monotonic clock, so a replica that was paused past it gives
+    /// up as soon as it runs again.
     pub async fn renew(&mut self, cancel: &CancellationToken) -> RenewOutcome {
+        let outcome = self.renew_until_lost(cancel).await;
+        if matches!(outcome, RenewOutcome::Lost(_)) {
+            self.fence.close();
+        }
+        outcome
+    }
+
+    async fn renew_until_lost(&mut self, cancel: &CancellationToken) -> RenewOutcome {
         let LeaseTimings {
             renew_deadline,
             retry_period,
             ..
         } = self.config.timings;
+        let lost = |last_error: &str| {
+            RenewOutcome::Lost(format!(
+                "could not renew within {renew_deadline:?}: {last_error}"
+            ))
+        };
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return RenewOutcome::Cancelled,
                 _ = tokio::time::sleep(retry_period) => {}
             }
-            let deadline = Instant::now() + renew_deadline;
             let mut last_error = String::from("no renewal attempt finished");
             loop {
+                let deadline = self.valid_until.unwrap_or_else(Instant::now);
+                if Instant::now() >= deadline {
+                    return lost(&last_error);
+                }
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return RenewOutcome::Cancelled,
                     r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => r,
@@ -373,16 +431,10 @@ impl LeaderElector {
                         last_error = "renewal conflicted with another write".to_owned();
                     }
                     Ok(Err(e)) => last_error = e.to_string(),
-                    Err(_elapsed) => {
-                        return RenewOutcome::Lost(format!(
-                            "could not renew within {renew_deadline:?}: {last_error}"
-                        ));
-                    }
+                    Err(_elapsed) => return lost(&last_error),
                 }
                 if Instant::now() + retry_period >= deadline {
-                    return RenewOutcome::Lost(format!(
-                        "could not renew within {renew_deadline:?}: {last_error}"
-                    ));
+                    return lost(&last_error);
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => return RenewOutcome::Cancelled,
@@ -398,6 +450,9 @@ impl LeaderElector {
     /// shutdown) the release is retried; if someone else holds it, there is nothing to do.
     pub async fn release(&mut self) -> Result<(), kube::Error> {
         const ATTEMPTS: usize = 3;
+        // Whatever the release's outcome, this replica no longer acts as the leader.
+        self.fence.close();
+        self.valid_until = None;
         for _ in 0..ATTEMPTS {
             let Some(observed) = self.observed.clone() else {
                 return Ok(());

@@ -181,6 +181,12 @@ impl ControllerMetrics {
     pub fn work_queue(&self, controller: &str) -> WorkQueue {
         self.work_queues.queue(controller)
     }
+
+    /// What the work queues are failing to do at `now` ([`WorkQueueMetrics::stalls`]); empty
+    /// while every controller does its work.
+    pub fn stalls(&self, now: tokio::time::Instant, threshold: Duration) -> Vec<String> {
+        self.work_queues.stalls(now, threshold)
+    }
 }
 
 /// Decrements `controller_runtime_active_workers` when dropped.

@@ -44,6 +44,8 @@ use tracing::Instrument;
 
 use crate::work_queue::WorkQueue;
 
+pub mod shared_watch;
+
 /// What a pass asks for next: nothing until a trigger, or another pass after a delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Action {
@@ -267,6 +269,8 @@ where
         futures::pin_mut!(ready);
         let mut is_ready = false;
         let mut stopping = false;
+        // Whether keys wait for a worker, as last told to the queue (for the liveness probe).
+        let mut due = false;
         loop {
             while is_ready && !stopping && running.len() < self.workers {
                 let Some(key) = queue.pop() else {
@@ -289,6 +293,11 @@ where
                     drop(in_flight);
                     (key, obj, result)
                 });
+            }
+            let now_due = is_ready && !stopping && !queue.fifo.is_empty();
+            if now_due != due {
+                due = now_due;
+                self.queue.set_due(due);
             }
             if stopping && running.is_empty() {
                 break;
@@ -344,5 +353,7 @@ const READY_POLL: Duration = Duration::from_millis(50);
 /// Retry delay after a pass that panicked (the panic is logged; the key is not lost).
 const PANIC_RETRY: Duration = Duration::from_secs(5);
 
+#[cfg(test)]
+mod interleavings;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,10 @@
 //!   start(Context)                           only on the leader
 //!   signal   -> cancel Context::shutdown, wait for start's future (bounded), release Lease, Ok
 //!               (a second signal exits with code 1 at once)
-//!   lost     -> cancel Context::shutdown, wait (bounded), Err(LeadershipLost)  (exit non-zero)
+//!   lost     -> (renewal failed past its deadline, another holder, or the fence's deadline
+//!               passed, e.g. after a pause) cancel Context::shutdown and stop the controllers
+//!               at once, Err(LeadershipLost)  (exit non-zero); writes were refused from the
+//!               deadline on by the client's fence (`leader_election::fence`)
 //!   start's future returns -> release Lease, Ok / Err(Controllers)
 //! ```
 
@@ -27,12 +30,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{Readiness, serve_admin};
+use crate::admin::{Liveness, Readiness, serve_admin};
 use crate::args::CommonArgs;
 use crate::error::Error;
+use crate::leader_election::fence::Fence;
 use crate::leader_election::{
     LeaderElectionConfig, LeaderElector, LeaseTimings, RenewOutcome, default_identity,
 };
+use crate::metrics::ControllerMetrics;
 use crate::rate_limit::RateLimit;
 use crate::request_metrics::RequestMetrics;
 use crate::telemetry::TelemetryGuard;
@@ -170,10 +175,14 @@ struct LeaseLabel {
 pub struct Runtime {
     args: CommonArgs,
     spec: RunSpec,
+    /// The controllers' client: writes pass only while `fence` allows them.
     client: Client,
+    /// The elector's client (unfenced: it must write the Lease to lead again).
     lease_client: Client,
+    fence: Fence,
     registry: Registry,
     readiness: Readiness,
+    liveness: Liveness,
     shutdown: CancellationToken,
     identity: String,
     telemetry: Option<TelemetryGuard>,
@@ -183,31 +192,37 @@ pub struct Runtime {
 impl Runtime {
     /// Production setup: telemetry ([`crate::telemetry::init`]), the kube client the flags
     /// describe ([`crate::client::load_config`], rate limited, requests counted in
-    /// `rest_client_requests_total`) and the signal handler. Call once, early in
-    /// `main`, inside the tokio runtime.
+    /// `rest_client_requests_total`, writes fenced by the Lease) and the signal handler. Call
+    /// once, early in `main`, inside the tokio runtime.
     ///
     /// Leader election gets a second client from the same configuration with its own token
     /// bucket (as controller-runtime gives its resource lock its own client), so a busy
     /// controller exhausting `--kube-api-qps` cannot delay Lease renewals past the deadline.
+    /// Requests carry the user agent `<service>/v<version> (<identity>)`, so an audit log
+    /// tells the replicas apart.
     pub async fn init(args: &CommonArgs, spec: RunSpec) -> Result<Runtime, Error> {
         let telemetry = crate::telemetry::init(args, &spec.service_name)?;
+        let identity = default_identity();
         let mut config = crate::client::load_config(args).await?;
-        crate::client::set_user_agent(&mut config, &spec.service_name);
+        crate::client::set_user_agent(&mut config, &spec.service_name, Some(&identity));
         let limit = RateLimit::from_flags(args.kube_api_qps, args.kube_api_burst);
         let requests = RequestMetrics::new();
-        let client = crate::client::instrumented_client(config.clone(), limit, &requests)?;
-        let lease_client = crate::client::instrumented_client(config, limit, &requests)?;
+        let fence = new_fence(args);
+        let client =
+            crate::client::instrumented_client(config.clone(), limit, &requests, Some(&fence))?;
+        let lease_client = crate::client::instrumented_client(config, limit, &requests, None)?;
         let shutdown = shutdown_on_signals();
-        let mut runtime = Runtime::with_client(args, spec, client, shutdown);
-        runtime.lease_client = lease_client;
+        let mut runtime = Runtime::assemble(args, spec, client, lease_client, fence, shutdown);
+        runtime.identity = identity;
         telemetry.register_metrics(&mut runtime.registry);
         runtime.telemetry = Some(telemetry);
         runtime.request_metrics = Some(requests);
         Ok(runtime)
     }
 
-    /// Setup around an existing client (used for the controllers and the Lease alike) and
-    /// shutdown token, without touching global telemetry or signals (tests, embedding). No
+    /// Setup around an existing client and shutdown token, without touching global telemetry
+    /// or signals (tests, embedding). The Lease is written with `client` itself; the
+    /// controllers get it behind the fence ([`crate::client::fenced`]). No
     /// `rest_client_requests_total` unless the client was built with
     /// [`crate::client::instrumented_client`] and its family registered by the caller.
     pub fn with_client(
@@ -216,18 +231,38 @@ impl Runtime {
         client: Client,
         shutdown: CancellationToken,
     ) -> Runtime {
+        let fence = new_fence(args);
+        let controllers = crate::client::fenced(client.clone(), fence.clone());
+        Runtime::assemble(args, spec, controllers, client, fence, shutdown)
+    }
+
+    fn assemble(
+        args: &CommonArgs,
+        spec: RunSpec,
+        client: Client,
+        lease_client: Client,
+        fence: Fence,
+        shutdown: CancellationToken,
+    ) -> Runtime {
         Runtime {
             args: args.clone(),
             spec,
-            lease_client: client.clone(),
             client,
+            lease_client,
+            fence,
             registry: Registry::default(),
             readiness: Readiness::new(),
+            liveness: Liveness::new(args.health_stall_threshold),
             shutdown,
             identity: default_identity(),
             telemetry: None,
             request_metrics: None,
         }
+    }
+
+    /// The fence the controllers' client checks before every write.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 
     /// The kube client.
@@ -243,6 +278,20 @@ impl Runtime {
     /// The readiness state behind `/readyz`; make gates here, before `run`.
     pub fn readiness(&self) -> &Readiness {
         &self.readiness
+    }
+
+    /// The liveness state behind `/healthz`.
+    pub fn liveness(&self) -> &Liveness {
+        &self.liveness
+    }
+
+    /// The controller-runtime style metrics, registered in the registry, with their work
+    /// queues watched by `/healthz` (a controller that leaves its work undone for
+    /// `--health-stall-threshold` fails the liveness probe). Call once.
+    pub fn controller_metrics(&mut self) -> ControllerMetrics {
+        let metrics = ControllerMetrics::register(&mut self.registry);
+        self.liveness.watch(&metrics);
+        metrics
     }
 
     /// The process shutdown token (cancelled by SIGTERM/SIGINT).
@@ -312,6 +361,7 @@ impl Runtime {
             &self.args.health_probe_bind_address,
             registry,
             self.readiness.clone(),
+            self.liveness.clone(),
             admin_token.clone(),
         )
         .await?;
@@ -337,7 +387,8 @@ impl Runtime {
                 lease = %format!("{}/{}", config.namespace, config.name),
                 "waiting to acquire the leader lease"
             );
-            let mut candidate = LeaderElector::new(self.lease_client.clone(), config);
+            let mut candidate = LeaderElector::new(self.lease_client.clone(), config)
+                .with_fence(self.fence.clone());
             self.readiness.set_standby(true);
             if !candidate.acquire(&self.shutdown).await {
                 tracing::info!("shutdown before leading; nothing to stop");
@@ -376,9 +427,13 @@ impl Runtime {
             Lost(String),
             Signal,
         }
+        let fence = self.fence.clone();
         let end = tokio::select! {
-            r = &mut controllers => End::Returned(r),
+            biased;
+            // Checked first: after a pause, every timer fires at once, and the loss must win.
+            () = fence.closed() => End::Lost(fence_closed_reason(&fence)),
             lost = lease_lost(&mut renewal) => End::Lost(lost),
+            r = &mut controllers => End::Returned(r),
             _ = self.shutdown.cancelled() => End::Signal,
         };
 
@@ -392,16 +447,19 @@ impl Runtime {
                 controllers_result(result)
             }
             End::Lost(message) => {
-                tracing::error!(reason = %message, "lost the leader lease; stopping the controllers");
+                // No drain: every write is refused from here on, so nothing a pass could still
+                // do is worth waiting for. The process exits; a successor lists everything.
+                self.fence.close();
+                tracing::error!(reason = %message, "lost the leader lease; stopping the controllers now");
                 lease_gauge.set(0);
                 leader_tx.send_replace(false);
                 controllers_token.cancel();
-                if tokio::time::timeout(timeout, &mut controllers)
-                    .await
-                    .is_err()
-                {
-                    controllers.abort();
+                controllers.abort();
+                if let Some(task) = renewal.take() {
+                    task.abort();
                 }
+                // Resolves as soon as the aborted task is dropped (no drain).
+                let _ = controllers.await;
                 let (namespace, name) = lease_id();
                 Err(Error::LeadershipLost { namespace, name })
             }
@@ -409,11 +467,16 @@ impl Runtime {
                 // controllers_token is a child of the shutdown token: already cancelled. Keep
                 // renewing while the controllers drain so no second leader starts meanwhile.
                 let drained = tokio::select! {
-                    r = tokio::time::timeout(timeout, &mut controllers) => Some(r),
+                    biased;
+                    () = fence.closed() => {
+                        tracing::error!(reason = %fence_closed_reason(&fence), "lost the leader lease while stopping");
+                        None
+                    }
                     lost = lease_lost(&mut renewal) => {
                         tracing::error!(reason = %lost, "lost the leader lease while stopping");
                         None
                     }
+                    r = tokio::time::timeout(timeout, &mut controllers) => Some(r),
                 };
                 match drained {
                     None => {
@@ -436,6 +499,23 @@ impl Runtime {
                 }
             }
         }
+    }
+}
+
+/// A fence for the flags: closed until this replica leads with `--leader-elect`, else open.
+fn new_fence(args: &CommonArgs) -> Fence {
+    if args.leader_elect {
+        Fence::closed_until_leading()
+    } else {
+        Fence::open()
+    }
+}
+
+/// Why the fence closed, for the log and the exit error.
+fn fence_closed_reason(fence: &Fence) -> String {
+    match fence.check() {
+        Ok(()) => "the fence closed".to_owned(),
+        Err(refused) => format!("the renew deadline passed without a renewal ({refused})"),
     }
 }
 

@@ -151,19 +151,37 @@ pub(crate) struct Fake {
     _server: JoinHandle<()>,
 }
 
+/// The Lease endpoints over `state`.
+fn lease_router(state: Shared) -> Router {
+    Router::new()
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+            post(create_lease),
+        )
+        .route(
+            "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
+            get(get_lease).put(replace_lease),
+        )
+        .with_state(state)
+}
+
 impl Fake {
+    /// The Lease endpoints plus `extra` routes, called in-process by the client (no socket,
+    /// so tests can pause time).
+    pub(crate) fn in_process(extra: Router) -> Fake {
+        let state: Shared = Arc::default();
+        let router = lease_router(state.clone()).merge(extra);
+        Fake {
+            state,
+            client: Client::new(router, "default"),
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            _server: tokio::spawn(async {}),
+        }
+    }
+
     pub(crate) async fn start() -> Fake {
         let state: Shared = Arc::default();
-        let router = Router::new()
-            .route(
-                "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
-                post(create_lease),
-            )
-            .route(
-                "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
-                get(get_lease).put(replace_lease),
-            )
-            .with_state(state.clone());
+        let router = lease_router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {

@@ -17,12 +17,18 @@
 //! | `workqueue_unfinished_work_seconds` | gauge | `name`, `controller` |
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` |
 //!
+//! A queue also knows whether it is doing its work, for the liveness probe
+//! ([`WorkQueueMetrics::stalls`]): its loop says when keys are due (waiting for a worker, the
+//! store listed), every start and finish counts as progress, and the trigger streams feeding it
+//! report their oldest unread event ([`WorkQueue::watch_triggers`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::Resource;
+
+use crate::runner::shared_watch::TriggerBacklog;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -117,10 +123,19 @@ impl WorkQueueMetrics {
                 work_duration: self.work_duration.get_or_create(&labels).clone(),
                 labels,
                 state: Mutex::default(),
+                liveness: Mutex::default(),
             }),
         };
         queues.push(queue.clone());
         queue
+    }
+
+    /// What every queue is failing to do, one line each, at `now` (see [`WorkQueue::stall`]).
+    pub fn stalls(&self, now: tokio::time::Instant, threshold: Duration) -> Vec<String> {
+        lock(&self.queues)
+            .iter()
+            .filter_map(|q| q.stall(now, threshold))
+            .collect()
     }
 }
 
@@ -141,6 +156,18 @@ struct QueueShared {
     queue_duration: Histogram,
     work_duration: Histogram,
     state: Mutex<QueueState>,
+    liveness: Mutex<Liveness>,
+}
+
+/// Whether the queue's loop is doing its work (tokio's clock, so tests can pause it).
+#[derive(Default)]
+struct Liveness {
+    /// Since when keys have been due without a break (none while nothing is due).
+    due_since: Option<tokio::time::Instant>,
+    /// The last start or finish of a reconcile.
+    last_progress: Option<tokio::time::Instant>,
+    /// The trigger streams feeding the loop.
+    triggers: Vec<TriggerBacklog>,
 }
 
 #[derive(Default)]
@@ -170,6 +197,66 @@ fn key_of(namespace: Option<&str>, name: &str) -> String {
 }
 
 impl WorkQueue {
+    /// Whether keys are due: waiting for a worker while the loop could start them (its store
+    /// listed, not stopping). Called by the loop when this changes.
+    pub fn set_due(&self, due: bool) {
+        let mut liveness = lock(&self.shared.liveness);
+        liveness.due_since = match liveness.due_since {
+            Some(since) if due => Some(since),
+            _ if due => Some(tokio::time::Instant::now()),
+            _ => None,
+        };
+    }
+
+    /// Watches a trigger stream feeding this queue: an event it has not taken for the
+    /// threshold makes the queue stalled.
+    pub fn watch_triggers(&self, backlog: TriggerBacklog) {
+        lock(&self.shared.liveness).triggers.push(backlog);
+    }
+
+    fn progress(&self) {
+        lock(&self.shared.liveness).last_progress = Some(tokio::time::Instant::now());
+    }
+
+    /// Why this queue is not doing its work at `now`, if it is not: keys have been due for
+    /// `threshold` and no reconcile started or finished in that time, or a trigger stream
+    /// has held an event for `threshold` without the loop taking it. A queue that is long but
+    /// draining, one whose keys wait for their requeue time, and an idle one are healthy.
+    /// A zero `threshold` disables the check.
+    pub fn stall(&self, now: tokio::time::Instant, threshold: Duration) -> Option<String> {
+        if threshold.is_zero() {
+            return None;
+        }
+        let name = &self.shared.labels.name;
+        let liveness = lock(&self.shared.liveness);
+        if let Some(since) = liveness.due_since {
+            let due_for = now.saturating_duration_since(since);
+            let idle_for = liveness
+                .last_progress
+                .map_or(due_for, |at| now.saturating_duration_since(at));
+            if due_for >= threshold && idle_for >= threshold {
+                let depth = lock(&self.shared.state).waiting.len();
+                return Some(format!(
+                    "{name}: {depth} keys waiting, due for {}s, and no reconcile started or finished for {}s",
+                    due_for.as_secs(),
+                    idle_for.as_secs()
+                ));
+            }
+        }
+        let oldest = liveness
+            .triggers
+            .iter()
+            .filter_map(TriggerBacklog::oldest)
+            .min()?;
+        let waited = now.saturating_duration_since(oldest);
+        (waited >= threshold).then(|| {
+            format!(
+                "{name}: a watch event has waited {}s for the controller to take it",
+                waited.as_secs()
+            )
+        })
+    }
+
     /// A key handed to the controller: counts once until its next start.
     pub fn add(&self, namespace: Option<&str>, name: &str) {
         self.add_key(key_of(namespace, name), Instant::now());
@@ -215,6 +302,7 @@ impl WorkQueue {
         }
         state.running.insert(key.clone(), now);
         drop(state);
+        self.progress();
         InFlight {
             queue: self.clone(),
             key,
@@ -268,6 +356,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         let shared = &self.queue.shared;
         lock(&shared.state).running.remove(&self.key);
+        self.queue.progress();
         shared
             .work_duration
             .observe(self.started.elapsed().as_secs_f64());

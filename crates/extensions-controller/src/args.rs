@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser};
+pub use controller_common::args::parse_go_duration;
 use controller_common::args::{CommonArgs, parse_go_bool};
 use controller_common::webhook::WebhookArgs;
 
@@ -137,55 +138,6 @@ fn parse_positive_go_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("must be greater than 0, got {s:?}"));
     }
     Ok(d)
-}
-
-/// Parses a Go `time.ParseDuration` string (`300ms`, `1m30s`, `1.5h`, `0`). Negative durations
-/// are refused (none of the flags has a meaning for them).
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let text = s.trim();
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if text.is_empty() || text.starts_with('-') {
-        return Err(format!(
-            "expected a duration such as 300ms, 30s, 5m or 1h, got {s:?}"
-        ));
-    }
-    let text = text.strip_prefix('+').unwrap_or(text);
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_len == 0 {
-            return Err(format!("expected a number in duration {s:?}"));
-        }
-        let number: f64 = rest[..number_len]
-            .parse()
-            .map_err(|_| format!("invalid number in duration {s:?}"))?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => {
-                return Err(format!(
-                    "missing unit in duration {s:?} (use ms, s, m or h)"
-                ));
-            }
-            other => return Err(format!("unknown unit {other:?} in duration {s:?}")),
-        };
-        rest = &rest[unit_len..];
-        total += number * seconds_per_unit;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| format!("duration {s:?} is out of range"))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! Wiring: one shared reflector per kind (so the three controllers read the same caches and
-//! the API server serves one watch per kind), and the three kube-runtime Controllers with their
-//! triggers.
+//! Wiring: one shared watch per kind (so the three controllers read the same caches and the
+//! API server serves one watch per kind; `controller_common::runner::shared_watch`), and the
+//! three controllers' runners with their triggers.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
+use controller_common::runner::shared_watch::{Triggers, shared_watch};
 use controller_common::runner::{Runner, owner_keys};
 use controller_common::work_queue::WorkQueueMetrics;
 
@@ -32,9 +33,6 @@ use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
 use crate::sandbox_index::SandboxIndex;
 use crate::{template, warm_pool};
-
-/// Events buffered per subscriber of a shared reflector.
-const SHARED_BUFFER: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -160,9 +158,9 @@ fn claim_fingerprint(claim: &SandboxClaim) -> u64 {
     spec_fingerprint(claim)
 }
 
-/// A shared reflector: the store, the driver future and `subscribers` event streams.
-/// Shared reflectors only dispatch applied objects, so deletions are forwarded to every
-/// subscriber through a side channel (a deleted member must wake its pool and its claim).
+/// A shared watch: the store, the driver future and `subscribers` trigger streams, each handed
+/// every event's object (deletions included, marked with a deletionTimestamp) after the store
+/// applied it ([`controller_common::runner::shared_watch`]).
 fn shared<K>(
     client: &Client,
     config: watcher::Config,
@@ -172,7 +170,7 @@ fn shared<K>(
 ) -> (
     Store<K>,
     impl std::future::Future<Output = ()> + Send + 'static,
-    Vec<impl Stream<Item = Arc<K>> + Send + 'static>,
+    Vec<Triggers<K>>,
 )
 where
     K: Resource<DynamicType = ()>
@@ -183,48 +181,15 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store_shared::<K>(SHARED_BUFFER);
-    let mut senders = Vec::with_capacity(subscribers);
-    let mut subs = Vec::with_capacity(subscribers);
-    for _ in 0..subscribers {
-        let Some(applied) = writer.subscribe() else {
-            continue;
-        };
-        let (tx, deleted) = mpsc::unbounded::<Arc<K>>();
-        senders.push(tx);
-        subs.push(futures::stream::select(applied, deleted));
-    }
-    let driver = lean_events(watcher(Api::<Lean<K>>::all(client.clone()), config))
+    let events = lean_events(watcher(Api::<Lean<K>>::all(client.clone()), config))
         .default_backoff()
         .modify(trim)
         .inspect(move |event| {
             if let Ok(event) = event {
                 on_event(event);
             }
-            if let Ok(watcher::Event::Delete(obj)) = event {
-                // Marked as deleted (an object without finalizers goes without ever showing a
-                // deletionTimestamp), so fingerprint filters let the deletion through.
-                let mut obj = obj.clone();
-                if obj.meta().deletion_timestamp.is_none() {
-                    obj.meta_mut().deletion_timestamp =
-                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                            k8s_openapi::jiff::Timestamp::now(),
-                        ));
-                }
-                let obj = Arc::new(obj);
-                for tx in &senders {
-                    let _ = tx.unbounded_send(obj.clone());
-                }
-            }
-        })
-        .reflect_shared(writer)
-        .for_each(|event| {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, kind = %K::kind(&()), "watch error; retrying");
-            }
-            future::ready(())
         });
-    (store, driver, subs)
+    shared_watch(events, subscribers)
 }
 
 fn pools_for_sandbox(
@@ -453,16 +418,35 @@ impl ExtensionsController {
             // Not exported; the wiring stays the same.
             None => WorkQueueMetrics::register(&mut Default::default()).queue(name),
         };
+        let template_queue = work_queue(template::reconcile::CONTROLLER_NAME);
+        let pool_queue = work_queue(warm_pool::reconcile::CONTROLLER_NAME);
+        let claim_queue = work_queue(claim::reconcile::CONTROLLER_NAME);
+        // `/healthz` fails when a watch event waits too long for the controller it feeds.
+        for backlog in [tmpl_for_templates.backlog(), np_events.backlog()] {
+            template_queue.watch_triggers(backlog);
+        }
+        for backlog in [
+            pool_for_pools.backlog(),
+            sb_for_pools.backlog(),
+            tmpl_for_pools.backlog(),
+        ] {
+            pool_queue.watch_triggers(backlog);
+        }
+        for backlog in [
+            claim_events.backlog(),
+            sb_for_claims.backlog(),
+            pool_for_claims.backlog(),
+            tmpl_for_claims.backlog(),
+            np_for_claims.backlog(),
+        ] {
+            claim_queue.watch_triggers(backlog);
+        }
 
         let template_triggers = futures::stream::select(
             tmpl_for_templates.map(|t| ObjectRef::from_obj(&*t)).boxed(),
             owner_keys::<SandboxTemplate, _>(np_events),
         );
-        let template_controller = Runner::new(
-            options.template_workers,
-            work_queue(template::reconcile::CONTROLLER_NAME),
-        )
-        .run(
+        let template_controller = Runner::new(options.template_workers, template_queue).run(
             templates.clone(),
             template_triggers,
             template::reconcile::reconcile,
@@ -485,11 +469,7 @@ impl ExtensionsController {
                 .boxed(),
             wake_rx.boxed(),
         ]);
-        let pool_controller = Runner::new(
-            options.pool_workers,
-            work_queue(warm_pool::reconcile::CONTROLLER_NAME),
-        )
-        .run(
+        let pool_controller = Runner::new(options.pool_workers, pool_queue).run(
             pools.clone(),
             pool_triggers,
             warm_pool::reconcile::reconcile,
@@ -526,11 +506,7 @@ impl ExtensionsController {
             // deletes it, also when the policy shows up in the cache after the claim's pass.
             owner_keys::<SandboxClaim, _>(np_for_claims),
         ]);
-        let claim_controller = Runner::new(
-            options.claim_workers,
-            work_queue(claim::reconcile::CONTROLLER_NAME),
-        )
-        .run(
+        let claim_controller = Runner::new(options.claim_workers, claim_queue).run(
             claims.clone(),
             claim_triggers,
             claim::reconcile::reconcile,

@@ -7,7 +7,7 @@
 //! | [`warm_pool`] | member builder and staleness, in-flight writes, refill shaping, the pool plan, pool reconcile |
 //! | [`claim`] | metadata rules, injection policies, candidate order, adoption patch, cold builder, status, lifecycle, claim reconcile |
 //! | [`metrics`] | the reference's claim metrics |
-//! | [`controller`] | shared reflectors and the three kube-runtime Controllers |
+//! | [`controller`] | shared watches and the three controllers' runners |
 //! | [`sandbox_index`] | the Sandbox cache's indexes (members by pool label, Sandboxes by controller UID) |
 //! | [`pool_census`] | a pool label's members split into quiet classes (counted) and the rest (looked at) |
 //! | [`candidate_queue`] | each pool's warm candidates in adoption order |
@@ -33,7 +33,7 @@ pub use error::Error;
 
 use std::path::Path;
 
-use controller_common::{ControllerMetrics, RunSpec, Runtime};
+use controller_common::{RunSpec, Runtime};
 
 use crate::claim::metadata::{DEFAULT_LABEL_DOMAIN, parse_allowed_domains};
 use crate::context::{ClaimSettings, PoolSettings};
@@ -114,7 +114,7 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
     }
     let options = options_from_args(args, domains, Some(runtime.identity().to_owned()));
     let claim_metrics = ClaimMetrics::register(runtime.registry_mut());
-    let reconcile_metrics = ControllerMetrics::register(runtime.registry_mut());
+    let reconcile_metrics = runtime.controller_metrics();
     let gate = runtime.readiness().gate("extensions-caches");
     let client = runtime.client().clone();
     let result = runtime

@@ -100,6 +100,11 @@ fn sandbox_trigger(sb: &CachedSandbox) -> Option<u64> {
 }
 
 impl SandboxController {
+    /// The Sandbox work queue (for the liveness probe: `controller_common::admin::Liveness`).
+    pub fn work_queue(&self) -> WorkQueue {
+        self.queue.clone()
+    }
+
     /// Builds the stores and registers the metrics (including `agent_sandboxes`, counted from
     /// the Sandbox watch) in `registry`.
     pub fn new(client: Client, options: ControllerOptions, registry: &mut Registry) -> Self {

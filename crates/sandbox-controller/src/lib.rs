@@ -66,6 +66,7 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
     };
     let controller =
         SandboxController::new(runtime.client().clone(), options, runtime.registry_mut());
+    runtime.liveness().watch_queue(controller.work_queue());
     let gate = runtime.readiness().gate("sandbox-caches");
     let stores = controller.stores();
     tokio::spawn(async move {

@@ -149,6 +149,8 @@ pub struct Controller {
 pub struct DevclusterOptions {
     pub nodes: u32,
     pub pod_startup_delay: String,
+    /// More flags (fault injection, the audit log: `cargo xtask chaos`).
+    pub extra_args: Vec<String>,
 }
 
 /// devcluster plus (optionally) both controllers, all separate processes, with the
@@ -174,6 +176,8 @@ pub struct ControllerOptions {
     pub sandbox_args: Vec<String>,
     /// Extra arguments of the extensions-controller.
     pub extensions_args: Vec<String>,
+    /// `--leader-elect` of both (the benchmark runs one replica of each without it).
+    pub leader_elect: bool,
 }
 
 impl Stack {
@@ -194,6 +198,7 @@ impl Stack {
             .arg(&kubeconfig)
             .args(["--nodes", &options.nodes.to_string()])
             .args(["--pod-startup-delay", &options.pod_startup_delay])
+            .args(&options.extra_args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
@@ -257,7 +262,7 @@ impl Stack {
     /// Starts both controllers and waits until each answers `/readyz` with 200.
     pub async fn start_controllers(&mut self) -> Result<(), BenchError> {
         for kind in ControllerKind::ALL {
-            let controller = self.spawn_controller(kind, None).await?;
+            let controller = self.spawn_controller(kind, None, None).await?;
             self.controllers.push(controller);
         }
         for index in 0..self.controllers.len() {
@@ -285,7 +290,7 @@ impl Stack {
         let _ = child.start_kill();
         let _ = child.wait().await;
         let started = Instant::now();
-        let mut controller = self.spawn_controller(kind, Some(ports)).await?;
+        let mut controller = self.spawn_controller(kind, Some(ports), None).await?;
         wait_ready(&mut controller).await?;
         let elapsed = started.elapsed();
         self.controllers.push(controller);
@@ -323,10 +328,14 @@ impl Stack {
         let _ = self.devcluster.wait().await;
     }
 
-    async fn spawn_controller(
+    /// Starts one controller process (not waiting for it), on `ports` (metrics, probes) or
+    /// free ones, logging to `<kind>[-<instance>].log`; `instance` becomes its `POD_NAME` (the
+    /// prefix of its leader-election identity).
+    pub async fn spawn_controller(
         &self,
         kind: ControllerKind,
         ports: Option<(SocketAddr, SocketAddr)>,
+        instance: Option<&str>,
     ) -> Result<Controller, BenchError> {
         let (metrics_addr, probe_addr) = match ports {
             Some(ports) => ports,
@@ -336,7 +345,10 @@ impl Stack {
             ControllerKind::Sandbox => &self.binaries.sandbox_controller,
             ControllerKind::Extensions => &self.binaries.extensions_controller,
         };
-        let log = self.dir.join(format!("{}.log", kind.name()));
+        let log = self.dir.join(match instance {
+            Some(instance) => format!("{}-{instance}.log", kind.name()),
+            None => format!("{}.log", kind.name()),
+        });
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -351,9 +363,15 @@ impl Stack {
         if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
             command.env("MALLOC_ARENA_MAX", "2");
         }
+        if let Some(instance) = instance {
+            command.env("POD_NAME", instance);
+        }
         let child = command
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .arg("--leader-elect=false")
+            .arg(format!(
+                "--leader-elect={}",
+                self.controller_options.leader_elect
+            ))
             // devcluster calls no conversion webhook.
             .arg("--enable-webhook=false")
             .arg(format!("--metrics-bind-address={metrics_addr}"))
@@ -382,8 +400,31 @@ impl Stack {
     }
 }
 
+impl Controller {
+    /// Sends `signal` (e.g. SIGSTOP, SIGCONT) to the process.
+    pub fn signal(&self, signal: rustix::process::Signal) -> Result<(), BenchError> {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(self.pid).unwrap_or(0))
+            .ok_or_else(|| BenchError::Unavailable(format!("{} has no pid", self.kind.name())))?;
+        rustix::process::kill_process(pid, signal).map_err(|e| BenchError::Process {
+            what: format!("signalling {} ({})", self.kind.name(), self.pid),
+            source: e.into(),
+        })
+    }
+
+    /// The exit status, once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGKILLs the process and waits for it.
+    pub async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
 /// Waits until `controller` answers `/readyz` with 200 or exits.
-async fn wait_ready(controller: &mut Controller) -> Result<(), BenchError> {
+pub async fn wait_ready(controller: &mut Controller) -> Result<(), BenchError> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(Some(status)) = controller.child.try_wait() {

@@ -70,6 +70,8 @@ struct Behaviour {
     fail_first: usize,
     /// Ask for another pass after this long.
     requeue: Option<Duration>,
+    /// Never finish (a pass stuck on something that never answers).
+    hang: bool,
 }
 
 struct Harness {
@@ -155,6 +157,9 @@ fn start(workers: u16, pass_time: Duration, list: bool) -> Harness {
                     .push((name.clone(), value_of(&current)));
                 if behaviour.retrigger {
                     let _ = retrigger.unbounded_send(key(&name));
+                }
+                if behaviour.hang {
+                    std::future::pending::<()>().await;
                 }
                 tokio::time::sleep(pass_time).await;
                 log.active.lock().unwrap().remove(&name);
@@ -481,4 +486,89 @@ async fn the_work_queue_metrics_count_waiting_keys_starts_and_retries() {
         5.0
     );
     h.stop().await;
+}
+
+const STALL: Duration = Duration::from_secs(60);
+
+fn stall_of(queue: &WorkQueue) -> Option<String> {
+    queue.stall(tokio::time::Instant::now(), STALL)
+}
+
+/// Issue 21 item 1: `/healthz` must tell a controller that is not doing its work from one that
+/// is busy. A queue far longer than the threshold that keeps draining is healthy all along.
+#[tokio::test(start_paused = true)]
+async fn a_long_queue_that_drains_is_never_a_stall() {
+    let mut h = start(1, Duration::from_secs(1), true);
+    let names: Vec<String> = (0..200).map(|i| format!("cm-{i}")).collect();
+    for name in &names {
+        put(&mut h.writer, config_map(name, "1"));
+        h.trigger(name);
+    }
+    let log = h.log.clone();
+    // 200 passes of 1 s each on one worker: the last key waits 200 s, more than three times
+    // the threshold, and the queue is healthy at every second of it.
+    while log.passes().len() < names.len() {
+        assert_eq!(
+            stall_of(&h.queue),
+            None,
+            "after {} passes",
+            log.passes().len()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(stall_of(&h.queue), None);
+    h.stop().await;
+}
+
+/// A pass that never ends holds the only worker while keys wait: after the threshold with no
+/// reconcile started or finished, the queue says it is not doing its work; an idle queue, and
+/// one whose keys wait for their requeue time, never do.
+#[tokio::test(start_paused = true)]
+async fn keys_due_behind_a_stuck_pass_are_a_stall_after_the_threshold() {
+    let mut h = start(1, Duration::from_millis(10), true);
+    for name in ["idle", "stuck", "waiting"] {
+        put(&mut h.writer, config_map(name, "1"));
+    }
+    h.behave(
+        "idle",
+        Behaviour {
+            requeue: Some(Duration::from_secs(600)),
+            ..Behaviour::default()
+        },
+    );
+    h.trigger("idle");
+    let log = h.log.clone();
+    wait_for("the idle key's pass", || log.count("idle") == 1).await;
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        stall_of(&h.queue),
+        None,
+        "nothing due while a requeue waits"
+    );
+
+    h.behave(
+        "stuck",
+        Behaviour {
+            hang: true,
+            ..Behaviour::default()
+        },
+    );
+    h.trigger("stuck");
+    wait_for("the stuck pass to start", || log.count("stuck") == 1).await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        stall_of(&h.queue),
+        None,
+        "a long pass with nothing waiting behind it is not a stall"
+    );
+    h.trigger("waiting");
+    tokio::time::sleep(STALL - Duration::from_secs(1)).await;
+    assert_eq!(stall_of(&h.queue), None, "not yet the threshold");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stall = stall_of(&h.queue).expect("a stall");
+    assert!(
+        stall.starts_with("test: 1 keys waiting, due for 61s"),
+        "{stall}"
+    );
+    h.shutdown.cancel();
 }

@@ -49,7 +49,17 @@ struct Probe {
     starts: AtomicUsize,
 }
 
-/// A well-behaved `start`: records the start, waits for the shutdown token, records the stop.
+/// Records that the controllers stopped when dropped: their future returned or was dropped.
+struct Stopped(Arc<Probe>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A well-behaved `start`: records the start, waits for the shutdown token, records the stop
+/// (also when stopped without a drain).
 fn polite(
     probe: Arc<Probe>,
 ) -> impl FnOnce(Context) -> futures::future::BoxFuture<'static, Result<(), std::io::Error>> {
@@ -58,8 +68,8 @@ fn polite(
             assert!(*ctx.leader.borrow(), "controllers start only while leading");
             probe.starts.fetch_add(1, Ordering::SeqCst);
             probe.started.store(true, Ordering::SeqCst);
+            let _stopped = Stopped(probe.clone());
             ctx.shutdown.cancelled().await;
-            probe.stopped.store(true, Ordering::SeqCst);
             Ok(())
         })
     }
@@ -181,7 +191,7 @@ async fn losing_the_lease_stops_controllers_and_fails() {
     assert!(err.to_string().contains("ops/test-lease"), "{err}");
     assert!(
         replica.probe.stopped.load(Ordering::SeqCst),
-        "controllers were told to stop"
+        "controllers were stopped"
     );
 }
 
@@ -376,4 +386,92 @@ async fn signal_child() {
     token.cancelled().await;
     println!("SIGNAL-CHILD-CANCELLED");
     std::future::pending::<()>().await;
+}
+
+/// Issue 21 item 3: a leader paused past its renew deadline (SIGSTOP, a frozen VM) while
+/// another replica takes the Lease sends no write once it runs again, although its controllers
+/// try: the fence refuses them from the deadline on, and the runtime stops at once. Without the
+/// fence the controllers' writes that were due during the pause went out before the renewal
+/// noticed the loss.
+#[tokio::test(start_paused = true)]
+async fn a_leader_paused_past_its_renew_deadline_sends_no_write_after_it() {
+    use axum::routing::post;
+    type Writes = Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>;
+    let writes: Writes = Arc::default();
+    let received = writes.clone();
+    let config_maps = axum::Router::new().route(
+        "/api/v1/namespaces/{ns}/configmaps",
+        post(move |axum::Json(mut body): axum::Json<serde_json::Value>| {
+            let received = received.clone();
+            async move {
+                received.lock().unwrap().push(tokio::time::Instant::now());
+                body["metadata"]["uid"] = json!("u");
+                body["metadata"]["resourceVersion"] = json!("1");
+                (axum::http::StatusCode::CREATED, axum::Json(body))
+            }
+        }),
+    );
+    let fake = Fake::in_process(config_maps);
+    let runtime = Runtime::with_client(
+        &args(true),
+        spec(),
+        fake.client.clone(),
+        CancellationToken::new(),
+    );
+    let fence = runtime.fence().clone();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let refusals = refused.clone();
+    let task = tokio::spawn(runtime.run(move |ctx: Context| async move {
+        // A pass that writes every 50 ms, whatever happens, in a task of its own (as the
+        // runner spawns its passes): stopping the controllers does not stop it.
+        let api = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(ctx.client, "ops");
+        tokio::spawn(async move {
+            for i in 0.. {
+                let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+                cm.metadata.name = Some(format!("cm-{i}"));
+                if api.create(&Default::default(), &cm).await.is_err() {
+                    refusals.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        ctx.shutdown.cancelled().await;
+        Ok::<(), std::io::Error>(())
+    }));
+    wait_for("the leader to write", 10, || {
+        writes.lock().unwrap().len() >= 5
+    })
+    .await;
+    let deadline = fence.valid_until().expect("leading");
+
+    // The pause: another replica takes the Lease, and 40 s pass (past the 2 s renew deadline
+    // and the 30 s lease) before any task of this replica runs again.
+    {
+        let mut state = lock(&fake.state);
+        let mut lease = state.leases[&("ops".to_owned(), "test-lease".to_owned())].clone();
+        lease["spec"]["holderIdentity"] = json!("successor");
+        state.store("ops", "test-lease", lease);
+    }
+    tokio::time::advance(Duration::from_secs(40)).await;
+    let err = finish(task).await.unwrap_err();
+    assert!(matches!(err, Error::LeadershipLost { .. }), "{err}");
+    // The pass keeps trying after the loss (the process would exit here).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let writes = writes.lock().unwrap().clone();
+    let late: Vec<_> = writes.iter().filter(|at| **at >= deadline).collect();
+    assert!(
+        late.is_empty(),
+        "{} of {} writes reached the server after the renew deadline",
+        late.len(),
+        writes.len()
+    );
+    assert!(
+        refused.load(Ordering::SeqCst) > 0,
+        "writes were tried after the deadline"
+    );
+    assert_eq!(
+        fence.check(),
+        Err(crate::leader_election::fence::Fenced::NotLeading)
+    );
 }

@@ -157,3 +157,47 @@ fn each_controller_has_its_own_series_and_asking_again_gives_the_same_queue() {
         2.0
     );
 }
+
+/// A trigger stream holding an event its loop has not taken (the loop stopped polling it, as
+/// kube's shared reflector made it) is a stall once the event has waited the threshold.
+#[tokio::test(start_paused = true)]
+async fn an_event_its_controller_does_not_take_is_a_stall_after_the_threshold() {
+    use futures::channel::mpsc;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::watcher;
+
+    let (_, _, q) = queue();
+    let threshold = Duration::from_secs(60);
+    let (tx, rx) = mpsc::unbounded::<Result<watcher::Event<ConfigMap>, watcher::Error>>();
+    let (_store, driver, mut subs) = crate::runner::shared_watch::shared_watch(rx, 1);
+    tokio::spawn(driver);
+    let triggers = subs.remove(0);
+    q.watch_triggers(triggers.backlog());
+    tx.unbounded_send(Ok(watcher::Event::Init)).unwrap();
+    tx.unbounded_send(Ok(watcher::Event::InitDone)).unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        q.stall(tokio::time::Instant::now(), threshold),
+        None,
+        "an idle watch is healthy"
+    );
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    tx.unbounded_send(Ok(watcher::Event::Apply(cm))).unwrap();
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(q.stall(tokio::time::Instant::now(), threshold), None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stall = q
+        .stall(tokio::time::Instant::now(), threshold)
+        .expect("a stall");
+    assert_eq!(
+        stall,
+        "sandbox: a watch event has waited 61s for the controller to take it"
+    );
+    assert_eq!(
+        q.stall(tokio::time::Instant::now(), Duration::ZERO),
+        None,
+        "0 disables"
+    );
+    drop(triggers);
+}

@@ -1,0 +1,293 @@
+//! What the API server's audit log says about a chaos run: the faults it injected into the
+//! controllers' requests, who held each leader-election Lease when, and any write a replica
+//! sent after another one had taken its Lease.
+//!
+//! The controllers send `User-Agent: <binary>/v<version> (<identity>)` with their leader-election
+//! identity, so the log tells replicas apart. A replica holds a Lease from the moment the server
+//! received its first successful write of it (create or update, 2xx) after another holder's;
+//! every other write (any verb but get, list, watch) that a former holder sent after that moment
+//! is a violation. The replica's own Lease writes are left out: it may retry its renewal (and
+//! get a conflict) before it learns it lost, and that request changes nothing.
+//!
+//! Reads the `audit.k8s.io/v1` fields devcluster writes and kube-apiserver writes at the
+//! `Metadata` level (`verb`, `userAgent`, `objectRef`, `responseStatus.code`,
+//! `requestReceivedTimestamp`), so the same check runs on a real control plane's log.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// One request of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Epoch seconds the server received it.
+    pub received: f64,
+    pub verb: String,
+    pub user_agent: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub code: u16,
+    pub injected_fault: bool,
+}
+
+impl Request {
+    /// Parses one audit line (`None` for lines that are not request events).
+    pub fn parse(line: &str) -> Option<Request> {
+        let v: Value = serde_json::from_str(line).ok()?;
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let received = v["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())?;
+        Some(Request {
+            received: received.as_nanosecond() as f64 / 1e9,
+            verb: text(&v["verb"]),
+            user_agent: text(&v["userAgent"]),
+            resource: text(&v["objectRef"]["resource"]),
+            subresource: text(&v["objectRef"]["subresource"]),
+            namespace: text(&v["objectRef"]["namespace"]),
+            name: text(&v["objectRef"]["name"]),
+            code: v["responseStatus"]["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(0),
+            injected_fault: v["injectedFault"].as_bool().unwrap_or(false),
+        })
+    }
+
+    pub fn is_write(&self) -> bool {
+        !matches!(self.verb.as_str(), "get" | "list" | "watch" | "")
+    }
+
+    fn is_success(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    /// The replica that sent it: the identity in the user agent's parentheses, else the agent.
+    pub fn sender(&self) -> &str {
+        self.user_agent
+            .rsplit_once(" (")
+            .and_then(|(_, rest)| rest.strip_suffix(')'))
+            .unwrap_or(&self.user_agent)
+    }
+
+    /// The binary that sent it (`extensions-controller/v0.1.0 (x)` → `extensions-controller`).
+    pub fn binary(&self) -> &str {
+        self.user_agent
+            .split('/')
+            .next()
+            .unwrap_or(&self.user_agent)
+    }
+}
+
+/// Reads the log's requests, in the order the server received them.
+pub fn read(text: &str) -> Vec<Request> {
+    let mut requests: Vec<Request> = text.lines().filter_map(Request::parse).collect();
+    requests.sort_by(|a, b| a.received.total_cmp(&b.received));
+    requests
+}
+
+/// One change of a Lease's holder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Takeover {
+    pub lease: String,
+    pub from: String,
+    pub to: String,
+    /// When the server received the new holder's first successful write of the Lease.
+    pub at: f64,
+}
+
+/// Every change of holder of every Lease, in order.
+pub fn takeovers(requests: &[Request]) -> Vec<Takeover> {
+    let mut holders: BTreeMap<String, String> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in requests {
+        if r.resource != "leases" || !r.is_write() || !r.is_success() {
+            continue;
+        }
+        let lease = format!("{}/{}", r.namespace, r.name);
+        let sender = r.sender().to_owned();
+        match holders.insert(lease.clone(), sender.clone()) {
+            Some(previous) if previous != sender => out.push(Takeover {
+                lease,
+                from: previous,
+                to: sender,
+                at: r.received,
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A write a replica sent after another one had taken its Lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LateWrite {
+    pub takeover: Takeover,
+    pub request: Request,
+}
+
+impl std::fmt::Display for LateWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.request;
+        let what = if r.subresource.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{}/{}", r.resource, r.subresource)
+        };
+        write!(
+            f,
+            "{} sent {} {what} {}/{} ({}) {:.3} s after {} took Lease {}",
+            self.takeover.from,
+            r.verb,
+            r.namespace,
+            r.name,
+            r.code,
+            r.received - self.takeover.at,
+            self.takeover.to,
+            self.takeover.lease
+        )
+    }
+}
+
+/// Writes (other than of Leases) sent by a replica after another took a Lease it held.
+pub fn writes_after_lost_lease(requests: &[Request]) -> Vec<LateWrite> {
+    let takeovers = takeovers(requests);
+    let mut late = Vec::new();
+    for r in requests {
+        if !r.is_write() || r.resource == "leases" {
+            continue;
+        }
+        // The sender's last change of leadership before the request: late if it lost then.
+        let last = takeovers
+            .iter()
+            .rev()
+            .find(|t| (t.from == r.sender() || t.to == r.sender()) && t.at < r.received);
+        if let Some(t) = last.filter(|t| t.from == r.sender()) {
+            late.push(LateWrite {
+                takeover: t.clone(),
+                request: r.clone(),
+            });
+        }
+    }
+    late
+}
+
+/// Faults the server injected into requests of `binary`.
+pub fn injected_faults(requests: &[Request], binary: &str) -> usize {
+    requests
+        .iter()
+        .filter(|r| r.injected_fault && r.binary() == binary)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(at: &str, verb: &str, agent: &str, resource: &str, name: &str, code: u16) -> String {
+        serde_json::json!({
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+            "verb": verb, "userAgent": agent, "requestReceivedTimestamp": at,
+            "objectRef": {"resource": resource, "namespace": "ns", "name": name},
+            "responseStatus": {"code": code},
+        })
+        .to_string()
+    }
+
+    const A: &str = "extensions-controller/v0.1.0 (pod-a_1)";
+    const B: &str = "extensions-controller/v0.1.0 (pod-b_2)";
+
+    #[test]
+    fn a_write_by_the_old_holder_after_the_takeover_is_late() {
+        let log = [
+            line("2026-01-01T00:00:01Z", "update", A, "leases", "ext", 200),
+            line(
+                "2026-01-01T00:00:02Z",
+                "create",
+                A,
+                "sandboxes",
+                "early",
+                201,
+            ),
+            // A is paused; B takes the Lease at 20 s.
+            line("2026-01-01T00:00:20Z", "update", B, "leases", "ext", 200),
+            line(
+                "2026-01-01T00:00:21Z",
+                "create",
+                B,
+                "sandboxes",
+                "by-b",
+                201,
+            ),
+            // A resumes: its renewal conflicts (not counted), then it writes (late).
+            line("2026-01-01T00:00:22Z", "update", A, "leases", "ext", 409),
+            line("2026-01-01T00:00:22.5Z", "get", A, "sandboxes", "read", 200),
+            line(
+                "2026-01-01T00:00:23Z",
+                "create",
+                A,
+                "sandboxes",
+                "late",
+                201,
+            ),
+        ]
+        .join("\n");
+        let requests = read(&log);
+        let takeovers = takeovers(&requests);
+        assert_eq!(takeovers.len(), 1);
+        assert_eq!(takeovers[0].from, "pod-a_1");
+        assert_eq!(takeovers[0].to, "pod-b_2");
+        let late = writes_after_lost_lease(&requests);
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert_eq!(late[0].request.name, "late");
+        assert!(
+            late[0]
+                .to_string()
+                .starts_with("pod-a_1 sent create sandboxes ns/late (201) 3.000 s after pod-b_2"),
+            "{}",
+            late[0]
+        );
+    }
+
+    #[test]
+    fn renewals_by_the_same_holder_and_a_clean_handover_are_no_takeover_violation() {
+        let log = [
+            line("2026-01-01T00:00:01Z", "update", A, "leases", "ext", 200),
+            line("2026-01-01T00:00:03Z", "update", A, "leases", "ext", 200),
+            line("2026-01-01T00:00:04Z", "patch", A, "sandboxes", "x", 200),
+            // A releases (its last Lease write), B takes over: A writes nothing after.
+            line("2026-01-01T00:00:05Z", "update", A, "leases", "ext", 200),
+            line("2026-01-01T00:00:06Z", "update", B, "leases", "ext", 200),
+        ]
+        .join("\n");
+        let requests = read(&log);
+        assert_eq!(takeovers(&requests).len(), 1);
+        assert!(writes_after_lost_lease(&requests).is_empty());
+    }
+
+    #[test]
+    fn injected_faults_are_counted_per_binary() {
+        let mut faulted: Value = serde_json::from_str(&line(
+            "2026-01-01T00:00:01Z",
+            "patch",
+            A,
+            "sandboxes",
+            "x",
+            500,
+        ))
+        .unwrap();
+        faulted["injectedFault"] = Value::Bool(true);
+        let log = [
+            faulted.to_string(),
+            line("2026-01-01T00:00:02Z", "patch", A, "sandboxes", "x", 200),
+            "not json".to_owned(),
+        ]
+        .join("\n");
+        let requests = read(&log);
+        assert_eq!(requests.len(), 2);
+        assert_eq!(injected_faults(&requests, "extensions-controller"), 1);
+        assert_eq!(injected_faults(&requests, "sandbox-controller"), 0);
+    }
+}
