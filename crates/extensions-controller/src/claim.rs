@@ -8,11 +8,13 @@
 
 pub mod adoption;
 pub mod candidate;
+pub mod candidate_queue;
 pub mod cold;
 pub mod injection;
 pub mod lifecycle;
 pub mod metadata;
 pub mod pod_metadata;
 pub mod reconcile;
+pub mod state;
 pub mod status;
 pub mod trace;

@@ -27,10 +27,13 @@ use controller_common::runner::{Runner, owner_keys};
 use controller_common::work_queue::WorkQueueMetrics;
 
 use crate::claim;
-use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
+use crate::claim::state::{ClaimSettings, ClaimState};
+use crate::context::Context;
 use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
-use crate::sandbox_index::SandboxIndex;
+use crate::stores::Stores;
+use crate::stores::sandbox_index::SandboxIndex;
+use crate::warm_pool::state::{PoolSettings, PoolState};
 use crate::{template, warm_pool};
 
 /// Events buffered per subscriber of a shared reflector.

@@ -1,6 +1,6 @@
 //! Secondary indexes over the shared Sandbox cache: members by pool label (quiet ones counted
-//! by class, [`crate::pool_census`]), Sandboxes by controlling owner UID, and each pool's warm
-//! candidates in order ([`crate::candidate_queue`]).
+//! by class, [`crate::warm_pool::census`]), Sandboxes by controlling owner UID, and each pool's warm
+//! candidates in order ([`crate::claim::candidate_queue`]).
 //! Without them every claim pass and every pool pass scanned the whole cache (tens of
 //! thousands of Sandboxes at scale) to find a handful of objects, and every claim pass ranked
 //! every member of its pool.
@@ -20,8 +20,8 @@ use api_types::{Sandbox, name_hash};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::candidate_queue::{PoolKey, PoolQueue, Slot};
-use crate::pool_census::{LabelGroup, QuietClass};
+use crate::claim::candidate_queue::{PoolKey, PoolQueue, Slot};
+use crate::warm_pool::census::{LabelGroup, QuietClass};
 
 /// A Sandbox's store key, built once when the Sandbox is filed and shared by every map that
 /// names it: resolving a member through the store then allocates nothing (a pool pass resolves
@@ -266,7 +266,7 @@ impl SandboxIndex {
     }
 
     /// Up to `want` of the pool's networked members that `accept` takes, best first (see
-    /// [`crate::candidate_queue`]). `accept` runs under the index's read lock: it may read the
+    /// [`crate::claim::candidate_queue`]). `accept` runs under the index's read lock: it may read the
     /// store and other locks, but must not feed the index.
     pub fn candidates<T>(
         &self,
