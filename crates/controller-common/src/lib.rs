@@ -89,6 +89,7 @@ pub mod runner;
 pub mod runtime;
 pub mod telemetry;
 pub mod work_queue;
+pub mod write_echo;
 
 pub use admin::{Readiness, ReadyGate};
 pub use args::{BindAddress, CommonArgs, LogFormat};
