@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use controller_common::events::{Event, EventRecorder, EventType};
 use controller_common::{ControllerMetrics, ReconcileResult};
-use k8s_openapi::api::networking::v1::NetworkPolicySpec;
 use kube::Client;
 use kube::Resource;
 
 use crate::claim::state::ClaimState;
 use crate::stores::Stores;
+use crate::template::state::TemplateState;
 use crate::warm_pool::state::PoolState;
 
 /// Field manager / event reporter name of this binary.
@@ -24,6 +24,7 @@ pub struct Context {
     pub stores: Stores,
     pub pool: PoolState,
     pub claim: ClaimState,
+    pub template: TemplateState,
     /// Recorders for pool and template events (reporters `sandboxwarmpool-controller`,
     /// `sandboxtemplate-controller`, as the reference).
     pub pool_recorder: Option<EventRecorder>,
@@ -32,9 +33,6 @@ pub struct Context {
     pub claim_recorder: Option<EventRecorder>,
     /// controller-runtime style reconcile metrics.
     pub reconcile_metrics: Option<ControllerMetrics>,
-    /// NetworkPolicy `namespace/name` → (resourceVersion we wrote, the spec we asked for), so a
-    /// server-defaulted field does not make us rewrite the policy forever.
-    pub policy_writes: Mutex<HashMap<String, (String, NetworkPolicySpec)>>,
     /// Consecutive failures per object key, for the error backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// True once every cache has its initial list: decisions on a partial cache would
@@ -67,7 +65,7 @@ impl Context {
             template_recorder: recorders[1].clone(),
             claim_recorder: recorders[2].clone(),
             reconcile_metrics,
-            policy_writes: Mutex::default(),
+            template: TemplateState::default(),
             failures: Mutex::default(),
             synced: std::sync::atomic::AtomicBool::new(false),
         }
@@ -127,28 +125,6 @@ impl Context {
             action: action.to_owned(),
             secondary: None,
         }
-    }
-
-    /// Publishes an Event in the background, off the caller's critical path (the claim's Ready
-    /// does not wait for its Event); failures are logged, never fatal.
-    pub fn event_detached<K: Resource<DynamicType = ()>>(
-        recorder: Option<&EventRecorder>,
-        object: &K,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        let Some(recorder) = recorder.cloned() else {
-            return;
-        };
-        let event = Self::event_of(type_, reason, action, note);
-        let reference = object.object_ref(&());
-        tokio::spawn(async move {
-            if let Err(err) = recorder.publish(&event, &reference).await {
-                tracing::warn!(error = %err, reason = %event.reason, "failed to publish event");
-            }
-        });
     }
 
     /// Publishes an Event; failures are logged, never fatal.

@@ -82,9 +82,12 @@ async fn unschedulable_members_are_held_and_reported_not_replaced() {
         })
     })
     .await;
+    // Sent once, by the first pass that finds a member past the grace period: the members were
+    // created a moment apart, so it may count one or both.
     let message = event.message.unwrap_or_default();
     assert!(
-        message.contains("2/2") && message.contains("unschedulable"),
+        (message.starts_with("1/2 ") || message.starts_with("2/2 "))
+            && message.contains("unschedulable"),
         "the event names how many members are unschedulable: {message}"
     );
 
