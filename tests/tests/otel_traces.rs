@@ -406,11 +406,11 @@ fn assert_claim_trace<'a>(
         "claim-to-bound lasts {} ns, the claim's timestamps say {expected} ns",
         bound.duration_nanos()
     );
-    // (The claim's Ready condition mirrors its Sandbox's, transition time included, so for a
-    // warm claim it can predate the claim; the first-ready annotation is the bind time.)
+    // (The first-ready annotation is written just before the status that makes the claim
+    // Ready, with the moment the pass found it Ready; claim-to-bound ends at that moment.)
     assert!(
         bound.end_unix_nano.abs_diff(nanos(&first_ready)) <= 5_000_000,
-        "claim-to-bound ends at the first Ready write"
+        "claim-to-bound ends at the claim's first Ready"
     );
 
     // Every claim reconcile pass hangs under claim-to-bound; the steps under a pass.

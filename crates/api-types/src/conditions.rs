@@ -61,7 +61,7 @@ pub const REASON_POD_SCHEDULING_UNKNOWN: &str = "PodSchedulingUnknown";
 
 /// The claim expired (Retain policy); also an Event reason.
 pub const REASON_CLAIM_EXPIRED: &str = "ClaimExpired";
-/// No Sandbox exists for the claim.
+/// No Sandbox exists for the claim (also a Warning Event when a bound claim's Sandbox is gone).
 pub const REASON_SANDBOX_MISSING: &str = "SandboxMissing";
 /// The Sandbox exists but has no Ready condition yet.
 pub const REASON_SANDBOX_NOT_READY: &str = "SandboxNotReady";
@@ -79,6 +79,9 @@ pub const REASON_VOLUME_CLAIM_TEMPLATES_ERROR: &str = "VolumeClaimTemplatesError
 pub const REASON_ADOPTION_CONFLICT: &str = "AdoptionConflict";
 /// Cold-start create returned AlreadyExists because of cache lag.
 pub const REASON_SANDBOX_CREATE_PENDING: &str = "SandboxCreatePending";
+/// The template's NetworkPolicy is not in place (being made, or it cannot be made), so no
+/// Sandbox of that template is handed out; not in the reference (it hands them out without one).
+pub const REASON_NETWORK_POLICY_NOT_READY: &str = "NetworkPolicyNotReady";
 
 /// The `status` string of a boolean condition.
 pub fn status_str(value: bool) -> &'static str {

@@ -91,6 +91,7 @@ pub mod runtime;
 pub mod telemetry;
 pub mod webhook;
 pub mod work_queue;
+pub mod write_echo;
 
 pub use admin::{Readiness, ReadyGate};
 pub use args::{BindAddress, CommonArgs, LogFormat};

@@ -291,7 +291,8 @@ impl WorkQueue {
                 .shared
                 .queue_duration
                 .observe(now.saturating_duration_since(added).as_secs_f64()),
-            // A requeue kube-runtime scheduled itself: it is added as it starts.
+            // A start without a recorded add (the runner records every add; kept so a caller
+            // that does not still counts the key once).
             None => {
                 self.shared.adds.inc();
             }

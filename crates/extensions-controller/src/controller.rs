@@ -1,6 +1,7 @@
 //! Wiring: one shared watch per kind (so the three controllers read the same caches and the
-//! API server serves one watch per kind; `controller_common::runner::shared_watch`), and the
-//! three controllers' runners with their triggers.
+//! API server serves one watch per kind; `controller_common::runner::shared_watch`), the hooks
+//! that keep the indexes and the claim ledger in step with the caches, and the three
+//! controllers' runners with their triggers.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
@@ -9,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use api_types::keys::{SANDBOX_ID_LABEL, SANDBOX_WARM_POOL_LABEL};
 use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool, name_hash};
-use futures::channel::mpsc;
 use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -23,15 +23,19 @@ use tokio_util::sync::CancellationToken;
 
 use controller_common::events::{EventRecorder, Reporter};
 use controller_common::lean::{Lean, lean_events};
-use controller_common::runner::shared_watch::{Triggers, shared_watch};
+use controller_common::runner::shared_watch::{Triggers, shared_watch_observed};
 use controller_common::runner::{Runner, owner_keys};
 use controller_common::work_queue::WorkQueueMetrics;
 
 use crate::claim;
-use crate::context::{ClaimSettings, ClaimState, Context, PoolSettings, PoolState, Stores};
+use crate::claim::ledger::ClaimLedger;
+use crate::claim::state::{ClaimSettings, ClaimState};
+use crate::context::Context;
 use crate::metrics::ClaimMetrics;
 use crate::ownership::{WARM_POOL_KIND, controlling_pool, refers_to_kind};
-use crate::sandbox_index::SandboxIndex;
+use crate::stores::Stores;
+use crate::stores::sandbox_index::SandboxIndex;
+use crate::warm_pool::state::{PoolSettings, PoolState};
 use crate::{template, warm_pool};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,13 +164,15 @@ fn claim_fingerprint(claim: &SandboxClaim) -> u64 {
 
 /// A shared watch: the store, the driver future and `subscribers` trigger streams, each handed
 /// every event's object (deletions included, marked with a deletionTimestamp) after the store
-/// applied it ([`controller_common::runner::shared_watch`]).
+/// applied it ([`controller_common::runner::shared_watch`]). `before` sees every event before
+/// the store applies it, `after` once it has and before any subscriber is handed it.
 fn shared<K>(
     client: &Client,
     config: watcher::Config,
     subscribers: usize,
     trim: fn(&mut K),
-    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    before: impl Fn(&watcher::Event<K>) + Send + 'static,
+    after: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     Store<K>,
     impl std::future::Future<Output = ()> + Send + 'static,
@@ -186,20 +192,29 @@ where
         .modify(trim)
         .inspect(move |event| {
             if let Ok(event) = event {
-                on_event(event);
+                before(event);
             }
         });
-    shared_watch(events, subscribers)
+    shared_watch_observed(events, subscribers, after)
 }
 
+/// The pools a Sandbox event concerns: its controlling pool, any pool owner, the pool its label
+/// names, and the pool it just left (a member a claim took: the pool must replace it, and the
+/// event shows only the new owner; [`SandboxIndex::take_departed`]).
 fn pools_for_sandbox(
     pools: &Store<SandboxWarmPool>,
+    index: &SandboxIndex,
     sb: &Sandbox,
 ) -> Vec<ObjectRef<SandboxWarmPool>> {
     let Some(namespace) = sb.metadata.namespace.as_deref() else {
         return Vec::new();
     };
     let mut refs = HashSet::new();
+    if let Some(name) = sb.metadata.name.as_deref()
+        && let Some(pool) = index.take_departed(namespace, name)
+    {
+        refs.insert(ObjectRef::new(&pool).within(namespace));
+    }
     if let Some(owner) = controlling_pool(&sb.metadata) {
         refs.insert(ObjectRef::new(&owner.name).within(namespace));
     }
@@ -273,6 +288,38 @@ fn claims_for_pool(
         .collect()
 }
 
+/// The templates a NetworkPolicy event concerns: its owner, or the template whose policy name
+/// it has (a foreign policy holding that name, deleted or not, decides whether the template's
+/// can be made).
+fn templates_for_policy(
+    templates: &Store<SandboxTemplate>,
+    np: &NetworkPolicy,
+) -> Vec<ObjectRef<SandboxTemplate>> {
+    let mut refs: HashSet<ObjectRef<SandboxTemplate>> =
+        controller_common::runner::owners::<SandboxTemplate>(&np.metadata)
+            .into_iter()
+            .collect();
+    let (Some(namespace), Some(name)) = (
+        np.metadata.namespace.as_deref(),
+        np.metadata.name.as_deref(),
+    ) else {
+        return refs.into_iter().collect();
+    };
+    if name.ends_with("-network-policy") {
+        for t in templates.state() {
+            if t.metadata.namespace.as_deref() == Some(namespace)
+                && t.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|t| template::network_policy::policy_name(t) == name)
+            {
+                refs.insert(ObjectRef::from_obj(&*t));
+            }
+        }
+    }
+    refs.into_iter().collect()
+}
+
 fn claims_for_template(
     pools: &Store<SandboxWarmPool>,
     claims: &Store<SandboxClaim>,
@@ -318,21 +365,69 @@ impl ExtensionsController {
         } = self;
         let sandbox_index = SandboxIndex::default();
         let index_writer = sandbox_index.clone();
+        // The claim controller's memory follows its caches: when a claim first arrived, when
+        // the caches show what it wrote (`claim::ledger`).
+        let ledger = Arc::new(ClaimLedger::default());
+        let (sandbox_ledger, arrivals, deliveries) =
+            (ledger.clone(), ledger.clone(), ledger.clone());
         let (sandboxes, sb_driver, mut sb_subs) = shared::<Sandbox>(
             &client,
             watcher::Config::default(),
             2,
             slim_sandbox,
             move |event| index_writer.observe(event),
+            move |event| match event {
+                watcher::Event::Apply(sb)
+                | watcher::Event::InitApply(sb)
+                | watcher::Event::Delete(sb) => sandbox_ledger.sandbox_delivered(sb),
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            },
         );
-        let (pools, pool_driver, mut pool_subs) =
-            shared::<SandboxWarmPool>(&client, watcher::Config::default(), 2, keep_whole, |_| {});
-        let (templates, tmpl_driver, mut tmpl_subs) =
-            shared::<SandboxTemplate>(&client, watcher::Config::default(), 3, keep_whole, |_| {});
-        let (claims, claim_driver, mut claim_subs) =
-            shared::<SandboxClaim>(&client, watcher::Config::default(), 1, keep_whole, |_| {});
-        let (policies, np_driver, mut np_subs) =
-            shared::<NetworkPolicy>(&client, watcher::Config::default(), 2, keep_whole, |_| {});
+        let (pools, pool_driver, mut pool_subs) = shared::<SandboxWarmPool>(
+            &client,
+            watcher::Config::default(),
+            2,
+            keep_whole,
+            |_| {},
+            |_| {},
+        );
+        let (templates, tmpl_driver, mut tmpl_subs) = shared::<SandboxTemplate>(
+            &client,
+            watcher::Config::default(),
+            3,
+            keep_whole,
+            |_| {},
+            |_| {},
+        );
+        let (claims, claim_driver, mut claim_subs) = shared::<SandboxClaim>(
+            &client,
+            watcher::Config::default(),
+            1,
+            keep_whole,
+            // `controller-first-observed-at` is when the watch delivered the claim, not when a
+            // pass got to it.
+            move |event| {
+                if let watcher::Event::Apply(c) | watcher::Event::InitApply(c) = event {
+                    arrivals.arrived(c, k8s_openapi::jiff::Timestamp::now());
+                }
+            },
+            move |event| match event {
+                watcher::Event::Apply(c) | watcher::Event::InitApply(c) => {
+                    deliveries.claim_delivered(c)
+                }
+                watcher::Event::Init => deliveries.relist_started(std::time::Instant::now()),
+                watcher::Event::InitDone => deliveries.relisted(),
+                watcher::Event::Delete(_) => {}
+            },
+        );
+        let (policies, np_driver, mut np_subs) = shared::<NetworkPolicy>(
+            &client,
+            watcher::Config::default(),
+            2,
+            keep_whole,
+            |_| {},
+            |_| {},
+        );
         let (pods, pod_writer) = reflector::store::<Pod>();
         // Only pool members' pods are read (for their scheduling state); they carry the pool
         // label from the member's pod template, and lose it when a claim takes the member.
@@ -354,7 +449,6 @@ impl ExtensionsController {
             policies,
             pods,
         };
-        let (wake_tx, wake_rx) = mpsc::unbounded();
         let recorder = |name: &str| {
             EventRecorder::new(
                 client.clone(),
@@ -368,7 +462,7 @@ impl ExtensionsController {
             client.clone(),
             stores.clone(),
             PoolState::new(options.pool.clone()),
-            ClaimState::new(options.claim.clone(), metrics, Some(wake_tx)),
+            ClaimState::new(options.claim.clone(), metrics, ledger),
             [
                 Some(recorder("sandboxwarmpool-controller")),
                 Some(recorder("sandboxtemplate-controller")),
@@ -442,9 +536,14 @@ impl ExtensionsController {
             claim_queue.watch_triggers(backlog);
         }
 
+        let templates_for_np = templates.clone();
         let template_triggers = futures::stream::select(
             tmpl_for_templates.map(|t| ObjectRef::from_obj(&*t)).boxed(),
-            owner_keys::<SandboxTemplate, _>(np_events),
+            np_events
+                .flat_map(move |np| {
+                    futures::stream::iter(templates_for_policy(&templates_for_np, &np))
+                })
+                .boxed(),
         );
         let template_controller = Runner::new(options.template_workers, template_queue).run(
             templates.clone(),
@@ -455,19 +554,20 @@ impl ExtensionsController {
             shutdown.clone(),
         );
 
-        let pools_for_sb = pools.clone();
+        let (pools_for_sb, index_for_pools) = (pools.clone(), stores.sandbox_index.clone());
         let pools_for_tmpl = pools.clone();
         let pool_triggers = futures::stream::select_all([
             changed_only(pool_for_pools, pool_fingerprint, pools.clone())
                 .map(|p| ObjectRef::from_obj(&*p))
                 .boxed(),
             sb_for_pools
-                .flat_map(move |sb| futures::stream::iter(pools_for_sandbox(&pools_for_sb, &sb)))
+                .flat_map(move |sb| {
+                    futures::stream::iter(pools_for_sandbox(&pools_for_sb, &index_for_pools, &sb))
+                })
                 .boxed(),
             tmpl_for_pools
                 .flat_map(move |t| futures::stream::iter(pools_for_template(&pools_for_tmpl, &t)))
                 .boxed(),
-            wake_rx.boxed(),
         ]);
         let pool_controller = Runner::new(options.pool_workers, pool_queue).run(
             pools.clone(),
@@ -480,6 +580,8 @@ impl ExtensionsController {
 
         let claims_for_pools = claims.clone();
         let (pools_c, claims_c) = (pools.clone(), claims.clone());
+        let (pools_c2, claims_c2, templates_c2) =
+            (pools.clone(), claims.clone(), templates.clone());
         // The echo of a claim pass's own write (`OwnWrites`) triggers no claim pass; the pools
         // still see every Sandbox event.
         let (echo_claims, echo_sandboxes) = (ctx.clone(), ctx.clone());
@@ -503,8 +605,19 @@ impl ExtensionsController {
                 })
                 .boxed(),
             // A NetworkPolicy a claim owns is an older release's per-claim policy: its claim
-            // deletes it, also when the policy shows up in the cache after the claim's pass.
-            owner_keys::<SandboxClaim, _>(np_for_claims),
+            // deletes it, also when the policy shows up in the cache after the claim's pass. A
+            // template's policy coming or going decides whether its claims may be served.
+            np_for_claims
+                .flat_map(move |np| {
+                    let mut keys = controller_common::runner::owners::<SandboxClaim>(&np.metadata);
+                    for template in templates_for_policy(&templates_c2, &np) {
+                        if let Some(t) = templates_c2.get(&template) {
+                            keys.extend(claims_for_template(&pools_c2, &claims_c2, &t));
+                        }
+                    }
+                    futures::stream::iter(keys)
+                })
+                .boxed(),
         ]);
         let claim_controller = Runner::new(options.claim_workers, claim_queue).run(
             claims.clone(),
@@ -662,12 +775,12 @@ mod tests {
         sb.metadata.namespace = Some("ns".into());
         sb.metadata.labels = Some([(SANDBOX_WARM_POOL_LABEL.to_owned(), name_hash("p"))].into());
         assert_eq!(
-            pools_for_sandbox(&store, &sb),
+            pools_for_sandbox(&store, &SandboxIndex::default(), &sb),
             [ObjectRef::new("p").within("ns")]
         );
         sb.metadata.labels = None;
         assert!(
-            pools_for_sandbox(&store, &sb).is_empty(),
+            pools_for_sandbox(&store, &SandboxIndex::default(), &sb).is_empty(),
             "claimed members wake no pool"
         );
     }

@@ -7,24 +7,21 @@
 //! | [`warm_pool`] | member builder and staleness, in-flight writes, refill shaping, the pool plan, pool reconcile |
 //! | [`claim`] | metadata rules, injection policies, candidate order, adoption patch, cold builder, status, lifecycle, claim reconcile |
 //! | [`metrics`] | the reference's claim metrics |
-//! | [`controller`] | shared watches and the three controllers' runners |
-//! | [`sandbox_index`] | the Sandbox cache's indexes (members by pool label, Sandboxes by controller UID) |
-//! | [`pool_census`] | a pool label's members split into quiet classes (counted) and the rest (looked at) |
-//! | [`candidate_queue`] | each pool's warm candidates in adoption order |
+//! | [`controller`] | shared watches, the triggers, and the three controllers' runners |
+//! | [`stores`] | the shared caches and the Sandbox cache's indexes |
+//! | [`context`] | what every reconcile shares: client, caches, recorders, backoff |
 //!
 //! [`run`] is the whole binary; [`run_with`] runs it on a prepared
 //! [`controller_common::Runtime`] (tests build one around their own client).
 
 pub mod args;
-pub mod candidate_queue;
 pub mod claim;
 pub mod context;
 pub mod controller;
 pub mod error;
 pub mod metrics;
 pub mod ownership;
-pub mod pool_census;
-pub mod sandbox_index;
+pub mod stores;
 pub mod template;
 pub mod warm_pool;
 
@@ -36,8 +33,9 @@ use std::path::Path;
 use controller_common::{RunSpec, Runtime};
 
 use crate::claim::metadata::{DEFAULT_LABEL_DOMAIN, parse_allowed_domains};
-use crate::context::{ClaimSettings, PoolSettings};
+use crate::claim::state::ClaimSettings;
 use crate::metrics::ClaimMetrics;
+use crate::warm_pool::state::PoolSettings;
 
 /// Reads the label-domain allow-list; a missing file means the default domain only.
 pub fn load_allowed_domains(path: &Path) -> Result<Vec<String>, Error> {

@@ -8,3 +8,4 @@ pub mod secure_defaults;
 
 pub use secure_defaults::apply_secure_defaults;
 pub mod reconcile;
+pub mod state;

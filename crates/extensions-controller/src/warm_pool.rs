@@ -11,8 +11,10 @@
 //! - [`reconcile`]: reads the caches, runs the plan, writes the difference.
 
 pub mod blueprint;
+pub mod census;
 pub mod in_flight;
 pub mod plan;
 pub mod reconcile;
 pub mod refill;
+pub mod state;
 pub mod status;

@@ -182,22 +182,24 @@ async fn template_deleted_under_a_live_pool() {
     })
     .await;
 
-    // The existing warm member is still served; the next claim cannot be (no template to
-    // cold-start from, and the pool cannot refill).
-    let first = ext.create_claim("first", "pool", json!({})).await;
-    let c = ext.wait_claim_reason("first", "DependenciesReady").await;
-    assert_ne!(
-        c.status.as_ref().unwrap().sandbox.name,
-        "first",
-        "warm member adopted"
-    );
-    ext.create_claim("second", "pool", json!({})).await;
-    let c = ext.wait_claim_reason("second", "TemplateNotFound").await;
+    // The template's NetworkPolicy went with it (it is the template's), so not even the warm
+    // member is handed out (fail closed), and there is nothing to cold-start from.
+    let pool = ext
+        .api::<api_types::SandboxWarmPool>()
+        .get("pool")
+        .await
+        .unwrap();
+    let members = ext.pool_members(&pool).await;
+    ext.create_claim("first", "pool", json!({})).await;
+    let c = ext.wait_claim_reason("first", "TemplateNotFound").await;
     assert_eq!(
         claim_ready(&c).unwrap().2,
         "SandboxTemplate \"tmpl\" not found"
     );
-    assert!(first.metadata.uid.is_some());
+    assert_eq!(ext.pool_members(&pool).await.len(), members.len());
+    // The template comes back: its policy is made and the claim is served.
+    ext.create_template("tmpl", json!({})).await;
+    ext.wait_claim_reason("first", "DependenciesReady").await;
 
     // A claim cannot reach a pool in another namespace: refs are namespace-local.
     let other: api_types::SandboxClaim = serde_json::from_value(json!({

@@ -206,7 +206,6 @@ async fn ttl_after_finished_expires_the_claim_and_retain_keeps_its_finished_cond
 struct Seen {
     kind: &'static str,
     event: &'static str,
-    #[expect(dead_code, reason = "read only through Debug, in failure messages")]
     name: String,
     resource_version: u64,
     deleting: bool,
@@ -287,9 +286,15 @@ async fn delete_foreground_after_finish_removes_pod_then_sandbox_then_claim() {
     .await;
     let mut seen: Vec<Seen> = Vec::new();
     let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !seen
+    // The three watches are separate streams: the claim's deletion can be read before the
+    // Pod's and the Sandbox's, which the API server committed earlier. Read until all three.
+    let gone = |seen: &[Seen], kind: &str| {
+        seen.iter()
+            .any(|s| s.kind == kind && s.event == "DELETED" && s.name == "fails")
+    };
+    while !["claim", "sandbox", "pod"]
         .iter()
-        .any(|s| s.kind == "claim" && s.event == "DELETED")
+        .all(|kind| gone(&seen, kind))
     {
         let next = tokio::time::timeout_at(deadline, all.next())
             .await

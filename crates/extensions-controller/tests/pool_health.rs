@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use e2e_tests::{DEADLINE, wait_for};
 use extensions_controller::Options;
-use extensions_controller::context::PoolSettings;
+use extensions_controller::warm_pool::state::PoolSettings;
 use harness::ExtEnv;
 use serde_json::json;
 

@@ -211,7 +211,7 @@ async fn adoption_events(ext: &ExtEnv, name: &str) -> Vec<String> {
 /// A controller started with `claim` settings binds one warm claim named `name` from a pool of
 /// one; the writes are counted from the claim's creation on.
 async fn bind_one_warm_claim(
-    claim: extensions_controller::context::ClaimSettings,
+    claim: extensions_controller::claim::state::ClaimSettings,
     name: &str,
 ) -> ExtEnv {
     let ext = ExtEnv::start(Options {
@@ -231,7 +231,7 @@ async fn bind_one_warm_claim(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
-    let claim = extensions_controller::context::ClaimSettings {
+    let claim = extensions_controller::claim::state::ClaimSettings {
         adoption_events: true,
         ..Default::default()
     };
@@ -253,7 +253,7 @@ async fn claim_adoption_events_flag_restores_the_sandbox_adopted_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_annotations_off_a_warm_claim_costs_two_writes() {
-    let claim = extensions_controller::context::ClaimSettings {
+    let claim = extensions_controller::claim::state::ClaimSettings {
         observability_annotations: false,
         ..Default::default()
     };

@@ -5,11 +5,12 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use api_types::{Sandbox, SandboxStatus};
 use controller_common::events::{Event, EventRecorder, EventType};
-use controller_common::own_writes::OwnWrites;
+use controller_common::own_writes::{ECHO_WAIT, OwnWrites};
+use controller_common::write_echo::Echo;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
@@ -20,6 +21,7 @@ use crate::coalesce::ProgressHolds;
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
 use crate::pod_index::PodIndex;
+use crate::tracing_context::TraceMemory;
 
 /// Field manager recorded on the objects this controller creates.
 pub const FIELD_MANAGER: &str = "sandbox-controller";
@@ -69,23 +71,68 @@ pub struct Context {
     /// Sandboxes whose creation latency was already recorded by this process, by hashed UID (a
     /// collision at most skips one sample).
     latency_recorded: Mutex<HashSet<u64>>,
-    /// The last status this process wrote per Sandbox, with the resourceVersion the write
-    /// produced: a pass that runs before the watch delivered that write computes from it instead
-    /// of from the stale cached status (no re-stamped transition times, no duplicate write).
-    written: Mutex<HashMap<ObjectRef<Sandbox>, (u64, SandboxStatus)>>,
+    /// The last status this process wrote per Sandbox, until the watch delivers that write
+    /// ([`Context::delivered`]): a pass that runs before computes from it instead of from the
+    /// stale cached status (no re-stamped transition times, no duplicate write).
+    ///
+    /// resourceVersion is opaque (the API promises equality, not an order): whether the cache
+    /// is behind a write is told by the watch delivering that very version, not by comparing
+    /// numbers. Only this controller writes a Sandbox's status, so a remembered status is never
+    /// older than the cached one, even in the rare case where the watch delivered the write
+    /// before its response was read (it is then kept until [`ECHO_WAIT`] for nothing).
+    written: Mutex<HashMap<ObjectRef<Sandbox>, Written<SandboxStatus>>>,
     /// Progress-only status writes being held back.
     pub progress: ProgressHolds,
-    /// The last `pod-name` annotation value this process wrote per Sandbox (`None`: removed),
-    /// with the resourceVersion the write produced; like `written`, for passes that run before
-    /// the watch delivered the write (so the annotation is not written twice).
-    pod_name_written: Mutex<HashMap<ObjectRef<Sandbox>, WrittenPodName>>,
+    /// The last `pod-name` annotation value this process wrote per Sandbox (`None`: removed);
+    /// like `written`, for passes that run before the watch delivered the write (so the
+    /// annotation is not written twice).
+    pod_name_written: Mutex<HashMap<ObjectRef<Sandbox>, Written<Option<String>>>>,
     /// Pods this process created or relabelled, until their watch event arrives: that event
     /// does not trigger the owner again (the pass that wrote acted on the server's answer).
     pub own_pod_writes: OwnWrites,
+    /// The trace bookkeeping of this controller (`tracing_context`).
+    pub traces: TraceMemory,
 }
 
-/// A `pod-name` annotation write: resourceVersion it produced, value (`None`: removed).
-type WrittenPodName = (u64, Option<String>);
+/// A write this process made: what it wrote, and its version as the watch sees it.
+struct Written<V> {
+    echo: Echo,
+    value: V,
+}
+
+impl<V> Written<V> {
+    /// Whether a pass's copy (at `cached_rv`) still lacks this write: the copy is not the
+    /// written version nor one delivered after it, and the write is recent enough for its
+    /// echo to be still coming.
+    fn ahead_of(&self, cached_rv: Option<&str>, now: Instant) -> bool {
+        !self.echo.held_by(cached_rv) && !self.echo.is_older_than(ECHO_WAIT, now)
+    }
+}
+
+/// Records `value` written with `resource_version` under `key` (a response without one is
+/// forgotten).
+fn remember<V>(
+    map: &Mutex<HashMap<ObjectRef<Sandbox>, Written<V>>>,
+    key: ObjectRef<Sandbox>,
+    resource_version: Option<&str>,
+    value: V,
+) {
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    match resource_version {
+        Some(rv) => {
+            map.insert(
+                key,
+                Written {
+                    echo: Echo::new(rv.to_owned(), Instant::now()),
+                    value,
+                },
+            );
+        }
+        None => {
+            map.remove(&key);
+        }
+    }
+}
 
 /// The key of a Sandbox in the per-Sandbox memory: namespace and name only (no copy of the
 /// resourceVersion and UID, which `ObjectRef::from_obj` carries along and comparisons ignore).
@@ -126,6 +173,7 @@ impl Context {
             progress: ProgressHolds::default(),
             pod_name_written: Mutex::default(),
             own_pod_writes: OwnWrites::new(),
+            traces: TraceMemory::default(),
         }
     }
 
@@ -158,20 +206,18 @@ impl Context {
             .remove(key);
     }
 
-    /// The status a pass starts from: the cached one, unless this process wrote a newer one
-    /// that the cache has not caught up with yet.
+    /// The status a pass starts from: the cached one, unless this process wrote one that the
+    /// cache has not caught up with yet.
     pub fn base_status(&self, sandbox: &Sandbox) -> SandboxStatus {
         let key = memory_key(sandbox);
-        let cached_rv = sandbox
-            .meta()
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse::<u64>().ok());
+        let cached_rv = sandbox.meta().resource_version.as_deref();
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some((rv, status)), Some(cached)) = (written.get(&key), cached_rv) {
-            if cached < *rv {
-                return status.clone();
+        if let Some(w) = written.get(&key) {
+            if w.ahead_of(cached_rv, Instant::now()) {
+                return w.value.clone();
             }
+            // This pass's copy holds the write (a copy from the cache: the cache does too, and
+            // the next pass of this Sandbox starts from a copy at least as new).
             written.remove(&key);
         }
         sandbox.status.clone().unwrap_or_default()
@@ -184,16 +230,7 @@ impl Context {
         resource_version: Option<&str>,
         status: SandboxStatus,
     ) {
-        let key = memory_key(sandbox);
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
-            Some(rv) => {
-                written.insert(key, (rv, status));
-            }
-            None => {
-                written.remove(&key);
-            }
-        }
+        remember(&self.written, memory_key(sandbox), resource_version, status);
     }
 
     /// Remembers a `pod-name` annotation write (`None`: removed) with the resulting
@@ -204,18 +241,41 @@ impl Context {
         resource_version: Option<&str>,
         value: Option<String>,
     ) {
-        let key = memory_key(sandbox);
-        let mut written = self
+        remember(
+            &self.pod_name_written,
+            memory_key(sandbox),
+            resource_version,
+            value,
+        );
+    }
+
+    /// The watch delivered (and the store applied) `sandbox`: a remembered write learns whether
+    /// its version is in the cache now, or one after it. Entries are not dropped here: a pass
+    /// that started before this delivery still holds the older copy and must see the write.
+    pub fn delivered(&self, sandbox: &CachedSandbox) {
+        let Some(rv) = sandbox.metadata.resource_version.as_deref() else {
+            return;
+        };
+        let name = sandbox.metadata.name.as_deref().unwrap_or_default();
+        let key = match sandbox.metadata.namespace.as_deref() {
+            Some(ns) => ObjectRef::new(name).within(ns),
+            None => ObjectRef::new(name),
+        };
+        if let Some(w) = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&key)
+        {
+            w.echo.delivered(rv);
+        }
+        if let Some(w) = self
             .pod_name_written
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match resource_version.and_then(|rv| rv.parse::<u64>().ok()) {
-            Some(rv) => {
-                written.insert(key, (rv, value));
-            }
-            None => {
-                written.remove(&key);
-            }
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&key)
+        {
+            w.echo.delivered(rv);
         }
     }
 
@@ -223,34 +283,25 @@ impl Context {
     /// annotation this process wrote last if the cache has not caught up with that write.
     pub fn with_own_writes<'a>(&self, sandbox: &'a Sandbox) -> Cow<'a, Sandbox> {
         let key = memory_key(sandbox);
-        let cached_rv = sandbox
-            .metadata
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse::<u64>().ok());
+        let cached_rv = sandbox.metadata.resource_version.as_deref();
         let mut written = self
             .pod_name_written
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let Some((rv, value)) = written.get(&key) else {
+        let Some(w) = written.get(&key) else {
             return Cow::Borrowed(sandbox);
         };
-        match cached_rv {
-            Some(cached) if cached < *rv => {
-                let mut own = sandbox.clone();
-                let annotations = own.metadata.annotations.get_or_insert_default();
-                match value {
-                    Some(v) => annotations.insert(POD_NAME_ANNOTATION.to_string(), v.clone()),
-                    None => annotations.remove(POD_NAME_ANNOTATION),
-                };
-                Cow::Owned(own)
-            }
-            Some(_) => {
-                written.remove(&key);
-                Cow::Borrowed(sandbox)
-            }
-            None => Cow::Borrowed(sandbox),
+        if !w.ahead_of(cached_rv, Instant::now()) {
+            written.remove(&key);
+            return Cow::Borrowed(sandbox);
         }
+        let mut own = sandbox.clone();
+        let annotations = own.metadata.annotations.get_or_insert_default();
+        match &w.value {
+            Some(v) => annotations.insert(POD_NAME_ANNOTATION.to_string(), v.clone()),
+            None => annotations.remove(POD_NAME_ANNOTATION),
+        };
+        Cow::Owned(own)
     }
 
     /// Forgets per-Sandbox memory (the Sandbox is gone).
@@ -271,30 +322,23 @@ impl Context {
             .remove(&key);
     }
 
-    /// Drops the remembered status and `pod-name` writes the cache holds (or something newer),
-    /// and those of Sandboxes the cache no longer has. It looks only at the remembered entries
-    /// (none at rest), so it can run every second: during a creation burst the entries would
-    /// otherwise pile up until the next [`Context::prune_departed`].
+    /// Drops the remembered status and `pod-name` writes the cache holds, those whose echo is
+    /// not coming any more, and those of Sandboxes the cache no longer has. It looks only at the
+    /// remembered entries (none at rest), so it can run every second: during a creation burst
+    /// the entries would otherwise pile up until the next [`Context::prune_departed`].
     pub fn forget_caught_up_writes(&self) {
-        let still_ahead = |k: &ObjectRef<Sandbox>, written_rv: &u64| {
+        let now = Instant::now();
+        let cached_rv = |k: &ObjectRef<Sandbox>| {
             let key = ObjectRef::<CachedSandbox>::new(&k.name)
                 .within(k.namespace.as_deref().unwrap_or_default());
-            match self.stores.sandboxes.get(&key) {
-                None => false,
-                Some(cached) => match cached
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .and_then(|rv| rv.parse::<u64>().ok())
-                {
-                    Some(cached) => cached < *written_rv,
-                    None => true,
-                },
-            }
+            self.stores
+                .sandboxes
+                .get(&key)
+                .map(|cached| cached.metadata.resource_version.clone())
         };
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         if !written.is_empty() {
-            written.retain(|k, (rv, _)| still_ahead(k, rv));
+            written.retain(|k, w| cached_rv(k).is_some_and(|rv| w.ahead_of(rv.as_deref(), now)));
         }
         drop(written);
         let mut pod_names = self
@@ -302,7 +346,7 @@ impl Context {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if !pod_names.is_empty() {
-            pod_names.retain(|k, (rv, _)| still_ahead(k, rv));
+            pod_names.retain(|k, w| cached_rv(k).is_some_and(|rv| w.ahead_of(rv.as_deref(), now)));
         }
     }
 
@@ -325,8 +369,8 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|u| uids.contains(u));
         self.progress.retain(|k| keys.contains(k));
-        self.own_pod_writes
-            .prune(controller_common::own_writes::ECHO_WAIT);
+        self.own_pod_writes.prune(ECHO_WAIT);
+        self.traces.prune(|uid| uids.contains(&uid_hash(uid)));
     }
 
     /// Number of Sandboxes this process holds per-Sandbox memory for (tests, debugging).
@@ -556,6 +600,12 @@ mod memory_tests {
         ctx.remember_written(&gone, Some("3"), SandboxStatus::default());
         ctx.remember_pod_name(&caught_up, Some("19"), Some("caught-up".into()));
         ctx.remember_pod_name(&lagging, Some("22"), Some("lagging".into()));
+        // The watch delivered the pod-name write (19), then the status write (20).
+        for rv in ["19", "20"] {
+            let mut delivered = CachedSandbox::from_sandbox(&caught_up);
+            delivered.metadata.resource_version = Some(rv.into());
+            ctx.delivered(&delivered);
+        }
         ctx.forget_caught_up_writes();
         assert_eq!(
             ctx.remembered(),
@@ -592,6 +642,51 @@ mod memory_tests {
             "the cache caught up: it wins"
         );
         assert_eq!(ctx.remembered(), 0);
+    }
+
+    /// resourceVersion is opaque: the write is ahead until the watch delivers that very
+    /// version, whatever the strings look like (a numeric comparison took a cache showing
+    /// "b" for caught up with a write producing "a", or ignored versions that are not numbers).
+    #[tokio::test]
+    async fn versions_are_compared_for_equality_only() {
+        // A pass's copy, taken before the write was delivered.
+        let mut sb = sandbox("opaque");
+        sb.metadata.resource_version = Some("xyz-b".into());
+        let ctx = context(&[&sb]);
+        let written = SandboxStatus {
+            node_name: "ours".into(),
+            ..Default::default()
+        };
+        ctx.remember_written(&sb, Some("xyz-a"), written.clone());
+        assert_eq!(
+            ctx.base_status(&sb),
+            written,
+            "xyz-b is not known to hold xyz-a"
+        );
+        let deliver = |rv: &str| {
+            let mut echo = CachedSandbox::from_sandbox(&sb);
+            echo.metadata.resource_version = Some(rv.into());
+            ctx.delivered(&echo);
+        };
+        deliver("xyz-a");
+        deliver("xyz-c");
+        assert_eq!(
+            ctx.base_status(&sb),
+            written,
+            "a pass that started before the delivery still sees the write"
+        );
+        let mut later = sb.clone();
+        later.metadata.resource_version = Some("xyz-c".into());
+        later.status = Some(SandboxStatus {
+            node_name: "theirs".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            ctx.base_status(&later).node_name,
+            "theirs",
+            "delivered after ours: the copy holds the write"
+        );
+        assert_eq!(ctx.remembered(), 0, "and the entry is done");
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
-//! Wiring of the kube-runtime `Controller`: one reflector per kind (Sandboxes, Pods, Services,
-//! PVCs), owner-reference triggers for the children, and the Sandbox watch filtered so the
-//! controller's own status writes do not trigger it again.
+//! Wiring: one reflector per kind (Sandboxes, Pods, Services, PVCs, kube-runtime's watchers and
+//! stores), owner-reference triggers for the children, the Sandbox watch filtered so the
+//! controller's own status writes do not trigger it again, and the reconcile loop
+//! (`controller_common::runner`) those triggers feed.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -186,9 +187,16 @@ impl SandboxController {
             .default_backoff()
             .modify(CachedSandbox::slim)
             .reflect(sb_w)
-            .inspect(move |event| {
-                if let Ok(event) = event {
-                    sandbox_counts.observe(event);
+            .inspect({
+                // After the store: the remembered writes whose version it now holds are done.
+                let ctx = ctx.clone();
+                move |event| {
+                    if let Ok(event) = event {
+                        sandbox_counts.observe(event);
+                        if let watcher::Event::Apply(sb) | watcher::Event::InitApply(sb) = event {
+                            ctx.delivered(sb);
+                        }
+                    }
                 }
             }),
             stores.sandboxes.clone(),

@@ -3,7 +3,8 @@
 //!
 //! Layout: [`desired`] and [`status`] are pure (what the children and the status should be);
 //! [`reconcile`] observes the reflector stores, computes, and writes only the difference;
-//! [`controller`] wires kube-runtime; [`metrics`] holds the reference's metric families.
+//! [`controller`] wires the watches, triggers and the reconcile loop
+//! (`controller_common::runner`); [`metrics`] holds the reference's metric families.
 pub mod args;
 pub mod cached_pod;
 pub mod cached_sandbox;

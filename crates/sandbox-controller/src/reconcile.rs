@@ -47,7 +47,7 @@ use crate::status::{self, Expiry, Observation, ObservedPod, reason};
 
 pub use pod_step::PodOutcome;
 
-/// Entry point called by the kube-runtime controller.
+/// One pass over a Sandbox, as the reconcile loop (`controller_common::runner`) calls it.
 pub async fn reconcile(cached: Arc<CachedSandbox>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let sandbox = cached.to_sandbox();
@@ -58,7 +58,7 @@ pub async fn reconcile(cached: Arc<CachedSandbox>, ctx: Arc<Context>) -> Result<
         sandbox.namespace = sandbox.metadata.namespace.as_deref().unwrap_or_default(),
         "agents.x-k8s.io/created-by" = field::Empty,
     );
-    crate::tracing_context::attach_parent(&span, &sandbox);
+    crate::tracing_context::attach_parent(&span, &sandbox, &ctx.traces);
     // The pass's state lives on the heap: the future the runtime moves around (into its task,
     // between queues) stays a few words instead of the whole pass (memmove was 7-11 % of the
     // process).
@@ -370,7 +370,7 @@ async fn write_status(
     }
     if !status::is_ready(current) && status::is_ready(desired) {
         record_creation_latency(sandbox, ctx, desired);
-        crate::tracing_context::pod_became_ready(sandbox);
+        ctx.traces.pod_became_ready(sandbox);
     }
     Ok(())
 }

@@ -9,10 +9,10 @@
 //! creation of the Pod to that write (none when the Pod was created by an earlier process).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use controller_common::first_seen::FirstSeen;
-use std::time::SystemTime;
 
 use api_types::Sandbox;
 use kube::ResourceExt;
@@ -21,88 +21,113 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use crate::desired::pod::normalize_created_by;
 use crate::keys::{CREATED_BY_LABEL, TRACE_CONTEXT_ANNOTATION};
 
-/// The W3C headers stored on the object, if the annotation is a JSON string map.
-pub fn carrier(sandbox: &Sandbox) -> Option<HashMap<String, String>> {
-    let raw = sandbox.annotations().get(TRACE_CONTEXT_ANNOTATION)?;
-    if raw.is_empty() {
-        return None;
-    }
-    match serde_json::from_str(raw) {
-        Ok(map) => Some(map),
-        Err(err) => {
-            warn_once(sandbox, &err);
-            None
+/// Entries kept before the bookkeeping is reset (bounds memory).
+const MAX_TRACKED: usize = 20_000;
+
+/// This controller's trace bookkeeping, held by its `Context` (no process-global state: two
+/// controllers in one process, as in the tests, keep their own).
+#[derive(Debug)]
+pub struct TraceMemory {
+    /// Sandbox UID → when this process created its Pod (the start of `waitForPodReady`).
+    pods_created: Mutex<HashMap<String, SystemTime>>,
+    /// Sandboxes whose malformed annotation was reported.
+    warned: FirstSeen,
+}
+
+impl Default for TraceMemory {
+    fn default() -> Self {
+        TraceMemory {
+            pods_created: Mutex::default(),
+            warned: FirstSeen::new(MAX_TRACKED),
         }
     }
 }
 
-/// Entries kept before the bookkeeping is reset (bounds memory).
-const MAX_TRACKED: usize = 20_000;
+impl TraceMemory {
+    /// Notes that the Sandbox's Pod was created now (the start of `waitForPodReady`).
+    pub fn pod_created(&self, sandbox: &Sandbox) {
+        let mut created = self.pods_created.lock().unwrap_or_else(|e| e.into_inner());
+        if created.len() >= MAX_TRACKED {
+            created.clear();
+        }
+        created.insert(sandbox.uid().unwrap_or_default(), SystemTime::now());
+    }
 
-/// A malformed annotation is reported once per Sandbox and process, then ignored.
-fn warn_once(sandbox: &Sandbox, err: &serde_json::Error) {
-    static WARNED: FirstSeen = FirstSeen::new(MAX_TRACKED);
-    if WARNED.first(&sandbox.uid().unwrap_or_default()) {
-        tracing::warn!(
-            sandbox = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox.name_any()),
-            error = %err,
-            "ignoring the {TRACE_CONTEXT_ANNOTATION} annotation: not a JSON object of strings"
+    /// Emits `waitForPodReady` under the current span, ending now, when this process created
+    /// the Sandbox's Pod (a warm Sandbox's Pod was ready long before its claim: nothing to
+    /// wait for).
+    pub fn pod_became_ready(&self, sandbox: &Sandbox) {
+        let Some(start) = self
+            .pods_created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&sandbox.uid().unwrap_or_default())
+        else {
+            return;
+        };
+        let parent = tracing::Span::current().context();
+        controller_common::telemetry::emit_timed_span(
+            controller_common::telemetry::TimedSpan {
+                name: "waitForPodReady",
+                start,
+                end: SystemTime::now(),
+                attributes: vec![
+                    opentelemetry::KeyValue::new("sandbox.name", sandbox.name_any()),
+                    opentelemetry::KeyValue::new(
+                        "sandbox.namespace",
+                        sandbox.namespace().unwrap_or_default(),
+                    ),
+                    opentelemetry::KeyValue::new("pod.name", sandbox.name_any()),
+                ],
+                error: None,
+                ids: None,
+            },
+            &parent,
         );
     }
-}
 
-fn pods_created() -> &'static Mutex<HashMap<String, SystemTime>> {
-    static CREATED: OnceLock<Mutex<HashMap<String, SystemTime>>> = OnceLock::new();
-    CREATED.get_or_init(Default::default)
-}
-
-/// Notes that the Sandbox's Pod was created now (the start of `waitForPodReady`).
-pub fn pod_created(sandbox: &Sandbox) {
-    let mut created = pods_created().lock().unwrap_or_else(|e| e.into_inner());
-    if created.len() >= MAX_TRACKED {
-        created.clear();
+    /// Forgets the Pods of Sandboxes whose UID `live` rejects (gone before their Pod was Ready).
+    pub fn prune(&self, live: impl Fn(&str) -> bool) {
+        self.pods_created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, _| live(uid));
     }
-    created.insert(sandbox.uid().unwrap_or_default(), SystemTime::now());
-}
 
-/// Emits `waitForPodReady` under the current span, ending now, when this process created the
-/// Sandbox's Pod (a warm Sandbox's Pod was ready long before its claim: nothing to wait for).
-pub fn pod_became_ready(sandbox: &Sandbox) {
-    let Some(start) = pods_created()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&sandbox.uid().unwrap_or_default())
-    else {
-        return;
-    };
-    let parent = tracing::Span::current().context();
-    controller_common::telemetry::emit_timed_span(
-        controller_common::telemetry::TimedSpan {
-            name: "waitForPodReady",
-            start,
-            end: SystemTime::now(),
-            attributes: vec![
-                opentelemetry::KeyValue::new("sandbox.name", sandbox.name_any()),
-                opentelemetry::KeyValue::new(
-                    "sandbox.namespace",
-                    sandbox.namespace().unwrap_or_default(),
-                ),
-                opentelemetry::KeyValue::new("pod.name", sandbox.name_any()),
-            ],
-            error: None,
-            ids: None,
-        },
-        &parent,
-    );
+    /// The W3C headers stored on the object, if the annotation is a JSON string map; a
+    /// malformed one is reported once per Sandbox, then ignored.
+    pub fn carrier(&self, sandbox: &Sandbox) -> Option<HashMap<String, String>> {
+        let raw = sandbox.annotations().get(TRACE_CONTEXT_ANNOTATION)?;
+        if raw.is_empty() {
+            return None;
+        }
+        match serde_json::from_str(raw) {
+            Ok(map) => Some(map),
+            Err(err) => {
+                self.warn_once(sandbox, &err);
+                None
+            }
+        }
+    }
+
+    fn warn_once(&self, sandbox: &Sandbox, err: &serde_json::Error) {
+        if self.warned.first(&sandbox.uid().unwrap_or_default()) {
+            tracing::warn!(
+                sandbox = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox.name_any()),
+                error = %err,
+                "ignoring the {TRACE_CONTEXT_ANNOTATION} annotation: not a JSON object of strings"
+            );
+        }
+    }
 }
 
 /// Makes `span` a child of the Sandbox's stored trace context, and records the normalized
 /// `created-by` label on it.
-pub fn attach_parent(span: &tracing::Span, sandbox: &Sandbox) {
+pub fn attach_parent(span: &tracing::Span, sandbox: &Sandbox, traces: &TraceMemory) {
     if let Some(v) = sandbox.labels().get(CREATED_BY_LABEL) {
         span.record(CREATED_BY_LABEL, normalize_created_by(v));
     }
-    let Some(carrier) = carrier(sandbox) else {
+    let Some(carrier) = traces.carrier(sandbox) else {
         return;
     };
     let cx = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
@@ -160,7 +185,7 @@ mod tests {
                 "ReconcileSandbox",
                 "agents.x-k8s.io/created-by" = tracing::field::Empty
             );
-            attach_parent(&span, &sb);
+            attach_parent(&span, &sb, &TraceMemory::default());
         });
         assert_eq!(
             recorded.0.lock().unwrap().as_slice(),
@@ -170,6 +195,8 @@ mod tests {
 
     #[test]
     fn carrier_is_read_from_the_annotation_and_garbage_ignored() {
+        let traces = TraceMemory::default();
+        let carrier = |sb: &Sandbox| traces.carrier(sb);
         let mut sb = Sandbox::new("sb", SandboxSpec::default());
         assert_eq!(carrier(&sb), None);
         sb.metadata.annotations = Some(

@@ -176,6 +176,26 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
+    shared_watch_observed(events, subscribers, |_| {})
+}
+
+/// [`shared_watch`], with `applied` called for every event once the store has applied it and
+/// before any subscriber is handed its object (bookkeeping that must follow the cache, such as
+/// which of a controller's own writes the cache now shows, is in step by the time a pass runs).
+pub fn shared_watch_observed<K, S>(
+    events: S,
+    subscribers: usize,
+    mut applied: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> (
+    Store<K>,
+    impl Future<Output = ()> + Send + 'static,
+    Vec<Triggers<K>>,
+)
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     let mut writer = reflector::store::Writer::<K>::default();
     let store = writer.as_reader();
     let shared: Vec<Arc<Shared<K>>> = (0..subscribers)
@@ -223,6 +243,7 @@ where
                 );
             }
             writer.apply_watcher_event(&event);
+            applied(&event);
             match event {
                 watcher::Event::Apply(obj) => fan_out.send(&Arc::new(obj)),
                 watcher::Event::Delete(obj) => fan_out.send(&as_deleted(&obj)),

@@ -5,7 +5,7 @@
 //! Members without pod IPs are not candidates but are counted, so a young claim can wait
 //! briefly for them instead of cold-starting.
 //!
-//! The order is kept by the Sandbox index's per-pool queues ([`crate::candidate_queue`]), fed
+//! The order is kept by the Sandbox index's per-pool queues ([`crate::claim::candidate_queue`]), fed
 //! from the watch: a pass reads its first few candidates instead of ranking the whole pool
 //! (which made every pass O(pool size)). Every name read from a queue is re-checked here
 //! against the stored object.
@@ -17,7 +17,7 @@ use api_types::{Sandbox, name_hash};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::ownership::controlling_pool;
-use crate::sandbox_index::SandboxIndex;
+use crate::stores::sandbox_index::SandboxIndex;
 
 /// The pool a claim draws from.
 pub struct PoolRef<'a> {

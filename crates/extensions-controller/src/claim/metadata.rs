@@ -1,12 +1,19 @@
 //! `spec.additionalPodMetadata`: validation (qualified keys, label-domain allow-list, blocked
-//! annotation domains, label values) and the no-override merge into the pod metadata.
+//! annotation domains, label values, the API's limit on an object's annotations) and the
+//! no-override merge into the pod metadata. Everything the API would refuse on the Pod is
+//! refused here, before a claim takes a Sandbox.
 
 use std::collections::BTreeMap;
 
 use api_types::PodMetadata;
 use api_types::keys::{
-    SAFE_TO_EVICT_ANNOTATION, SANDBOX_ROUTER_APP_LABEL, SANDBOX_ROUTER_APP_VALUE,
+    SAFE_TO_EVICT_ANNOTATION, SANDBOX_PROPAGATED_ANNOTATIONS_ANNOTATION,
+    SANDBOX_PROPAGATED_LABELS_ANNOTATION, SANDBOX_ROUTER_APP_LABEL, SANDBOX_ROUTER_APP_VALUE,
 };
+
+/// The API server's limit on all of one object's annotations together, keys and values
+/// (`TotalAnnotationSizeLimitB`, 256 KiB).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
 /// The only label domain allowed when no allow-list is configured.
 pub const DEFAULT_LABEL_DOMAIN: &str = "sandbox.users.io";
@@ -23,6 +30,12 @@ pub enum MetadataError {
         key: String,
         detail: String,
     },
+    /// The Pod would carry more annotation bytes than the API allows (Ready reason
+    /// `InvalidMetadata`).
+    #[error(
+        "annotations are too large: the Pod would carry {size} bytes of annotations (keys and values, with the ones the controllers add), and the API allows at most {TOTAL_ANNOTATION_SIZE_LIMIT}"
+    )]
+    TooLarge { size: usize },
     /// The claim asks for a different value than the template (Ready reason `ReconcilerError`,
     /// as in the reference; it is not retried until the claim or template changes).
     #[error(
@@ -161,6 +174,37 @@ fn check_annotation(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The annotation bytes a Pod made from `metadata` carries: its annotations (keys and values),
+/// and the two annotations the core controller adds listing the propagated label and
+/// annotation keys.
+pub fn pod_annotation_size(metadata: &PodMetadata) -> usize {
+    let listed = |keys: &mut dyn Iterator<Item = &String>, key: &str| {
+        let list: usize = keys.map(|k| k.len() + 1).sum();
+        if list == 0 { 0 } else { key.len() + list }
+    };
+    metadata
+        .annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + listed(
+            &mut metadata.labels.keys(),
+            SANDBOX_PROPAGATED_LABELS_ANNOTATION,
+        )
+        + listed(
+            &mut metadata.annotations.keys(),
+            SANDBOX_PROPAGATED_ANNOTATIONS_ANNOTATION,
+        )
+}
+
+fn check_size(metadata: &PodMetadata) -> Result<(), MetadataError> {
+    let size = pod_annotation_size(metadata);
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+        return Err(MetadataError::TooLarge { size });
+    }
+    Ok(())
+}
+
 /// Validates a claim's additional pod metadata. Keys are checked in sorted order, so the
 /// reported key is deterministic.
 pub fn validate(metadata: &PodMetadata, allowed_domains: &[String]) -> Result<(), MetadataError> {
@@ -178,7 +222,7 @@ pub fn validate(metadata: &PodMetadata, allowed_domains: &[String]) -> Result<()
             detail,
         })?;
     }
-    Ok(())
+    check_size(metadata)
 }
 
 fn merge_map(
@@ -213,6 +257,7 @@ pub fn merge(
     let mut merged = target.clone();
     merge_map("label", &mut merged.labels, &extra.labels)?;
     merge_map("annotation", &mut merged.annotations, &extra.annotations)?;
+    check_size(&merged)?;
     *target = merged;
     Ok(())
 }
@@ -359,6 +404,52 @@ mod tests {
         assert_eq!(
             target.labels["sandbox.users.io/a"], "1",
             "a failed merge changes nothing"
+        );
+    }
+
+    #[test]
+    fn annotations_the_api_would_refuse_on_the_pod_are_refused_here() {
+        let big = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT);
+        let err =
+            validate(&annotations(&[("note", big.as_str())]), &default_domains()).unwrap_err();
+        assert!(matches!(err, MetadataError::TooLarge { .. }));
+        assert!(err.to_string().contains("262144"), "{err}");
+        // Each alone fits; the template's and the claim's together do not.
+        let half = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT / 2);
+        let mut target = annotations(&[("template-note", half.as_str())]);
+        assert_eq!(
+            validate(
+                &annotations(&[("claim-note", half.as_str())]),
+                &default_domains()
+            ),
+            Ok(())
+        );
+        assert!(matches!(
+            merge(
+                &mut target,
+                &annotations(&[("claim-note", half.as_str())]),
+                &default_domains()
+            ),
+            Err(MetadataError::TooLarge { .. })
+        ));
+        assert_eq!(
+            target.annotations.len(),
+            1,
+            "a refused merge changes nothing"
+        );
+    }
+
+    #[test]
+    fn the_pods_annotation_size_counts_the_propagation_lists() {
+        let mut m = labels(&[("sandbox.users.io/a", "1")]);
+        m.annotations.insert("k".into(), "vv".into());
+        assert_eq!(
+            pod_annotation_size(&m),
+            3 + SANDBOX_PROPAGATED_LABELS_ANNOTATION.len()
+                + "sandbox.users.io/a".len()
+                + 1
+                + SANDBOX_PROPAGATED_ANNOTATIONS_ANNOTATION.len()
+                + 2
         );
     }
 

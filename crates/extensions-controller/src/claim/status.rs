@@ -1,13 +1,19 @@
 //! The claim's status as a pure function of what a pass observed: the bound Sandbox (if any),
-//! the failure (if any) and whether the claim has expired. Every Ready reason of api.md §3.2.
+//! the failure (if any) and whether the claim has expired. Every Ready reason of api.md §3.2,
+//! plus `NetworkPolicyNotReady` (the template's policy is not in place: nothing is handed out).
+//!
+//! The Ready condition's `lastTransitionTime` is the claim's own: when the claim's Ready status
+//! last changed, never the bound Sandbox's (a warm Sandbox became Ready before the claim
+//! existed). Status, reason and message are the Sandbox's. The mirrored `Finished` condition
+//! keeps the Sandbox's time: `ttlSecondsAfterFinished` counts from when the Pod finished.
 
 use api_types::conditions::{
     FINISHED, READY, REASON_ADOPTION_CONFLICT, REASON_CLAIM_EXPIRED,
-    REASON_ENV_VARS_INJECTION_REJECTED, REASON_INVALID_METADATA, REASON_RECONCILER_ERROR,
-    REASON_SANDBOX_CREATE_PENDING, REASON_SANDBOX_EXPIRED, REASON_SANDBOX_MISSING,
-    REASON_SANDBOX_NOT_READY, REASON_TEMPLATE_NOT_FOUND, REASON_VOLUME_CLAIM_TEMPLATES_ERROR,
-    REASON_WARM_POOL_NOT_FOUND, STATUS_FALSE, find_condition, new_condition, remove_condition,
-    set_condition,
+    REASON_ENV_VARS_INJECTION_REJECTED, REASON_INVALID_METADATA, REASON_NETWORK_POLICY_NOT_READY,
+    REASON_RECONCILER_ERROR, REASON_SANDBOX_CREATE_PENDING, REASON_SANDBOX_EXPIRED,
+    REASON_SANDBOX_MISSING, REASON_SANDBOX_NOT_READY, REASON_TEMPLATE_NOT_FOUND,
+    REASON_VOLUME_CLAIM_TEMPLATES_ERROR, REASON_WARM_POOL_NOT_FOUND, STATUS_FALSE, find_condition,
+    new_condition, remove_condition, set_condition,
 };
 use api_types::{ClaimSandboxStatus, Sandbox, SandboxClaim, SandboxClaimStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -28,6 +34,9 @@ pub enum Failure {
     VolumeClaimTemplates(String),
     /// The expired claim's Sandbox belongs to someone else; nothing was deleted.
     ExpiredNotOwned(String),
+    /// The template's NetworkPolicy is not in place (being made, or it cannot be made): no
+    /// Sandbox of this template is handed out (fail closed).
+    NetworkPolicy(String),
     Reconciler(String),
 }
 
@@ -74,6 +83,7 @@ impl Failure {
                 REASON_CLAIM_EXPIRED,
                 format!("Claim expired. {e}; deletion skipped."),
             ),
+            Failure::NetworkPolicy(e) => (REASON_NETWORK_POLICY_NOT_READY, e.clone()),
             Failure::Reconciler(e) => (REASON_RECONCILER_ERROR, format!("Error seen: {e}")),
         }
     }
@@ -86,9 +96,12 @@ pub struct Observed<'a> {
     pub sandbox: Option<&'a Sandbox>,
     pub failure: Option<&'a Failure>,
     pub expired: bool,
+    /// The claim's Sandbox, by name, is gone (deleted after the claim was bound).
+    pub missing: Option<&'a str>,
 }
 
-/// The status to persist, given the current one.
+/// The status to persist, given the current one; `now` is when a changed Ready condition
+/// changed (the caller keeps it no earlier than the claim's creation).
 pub fn compute_status(
     claim: &SandboxClaim,
     current: &SandboxClaimStatus,
@@ -133,7 +146,12 @@ pub fn compute_status(
             READY,
             STATUS_FALSE,
             REASON_SANDBOX_MISSING,
-            "Sandbox does not exist",
+            match observed.missing {
+                Some(name) => format!(
+                    "Sandbox {name:?} does not exist: it was deleted after the claim was bound, and a claim never takes another Sandbox; delete and recreate the claim to get a new one"
+                ),
+                None => "Sandbox does not exist".to_owned(),
+            },
             generation,
             now.clone(),
         ),
@@ -161,8 +179,7 @@ pub fn compute_status(
             ),
         },
     };
-    let transition = ready.last_transition_time.clone();
-    set_condition(&mut status.conditions, ready, transition);
+    set_condition(&mut status.conditions, ready, now.clone());
 
     match observed.sandbox {
         Some(_) => match find_condition(sandbox_conditions, FINISHED) {
@@ -191,6 +208,13 @@ pub fn compute_status(
                     .as_ref()
                     .map(|s| s.pod_ips.clone())
                     .unwrap_or_default(),
+            };
+        }
+        // The lost Sandbox stays named: the claim was bound, and says to what.
+        None if let (Some(name), None) = (observed.missing, observed.failure) => {
+            status.sandbox = ClaimSandboxStatus {
+                name: name.to_owned(),
+                pod_ips: Vec::new(),
             };
         }
         None if observed.failure.is_none()
@@ -245,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn forwards_the_sandbox_ready_condition_with_the_claim_generation() {
+    fn forwards_the_sandbox_ready_condition_with_the_claim_generation_and_its_own_time() {
         let sb = sandbox(vec![new_condition(
             READY,
             STATUS_TRUE,
@@ -261,6 +285,7 @@ mod tests {
                 sandbox: Some(&sb),
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(200),
         );
@@ -273,7 +298,11 @@ mod tests {
             ),
             ("True", "DependenciesReady", Some(4))
         );
-        assert_eq!(ready.last_transition_time, at(100));
+        assert_eq!(
+            ready.last_transition_time,
+            at(200),
+            "the claim became Ready now, not when the Sandbox did"
+        );
         assert_eq!(s.sandbox.name, "pool-x");
         assert_eq!(s.sandbox.pod_ips, ["127.0.0.7"]);
     }
@@ -332,6 +361,7 @@ mod tests {
                     sandbox: None,
                     failure: Some(&failure),
                     expired: false,
+                    missing: None,
                 },
                 &at(1),
             );
@@ -348,6 +378,7 @@ mod tests {
                 sandbox: None,
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(1),
         );
@@ -363,6 +394,7 @@ mod tests {
                 sandbox: Some(&bare),
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(1),
         );
@@ -385,6 +417,7 @@ mod tests {
                 sandbox: Some(&expired),
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(1),
         );
@@ -408,6 +441,7 @@ mod tests {
                 sandbox: None,
                 failure: Some(&f),
                 expired: false,
+                missing: None,
             },
             &at(1),
         );
@@ -419,6 +453,7 @@ mod tests {
                 sandbox: None,
                 failure: Some(&Failure::CreatePending),
                 expired: false,
+                missing: None,
             },
             &at(1),
         );
@@ -434,6 +469,7 @@ mod tests {
                 sandbox: None,
                 failure: Some(&not_owned),
                 expired: true,
+                missing: None,
             },
             &at(1),
         );
@@ -465,6 +501,7 @@ mod tests {
                 sandbox: Some(&sb),
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(60),
         );
@@ -482,6 +519,7 @@ mod tests {
                 sandbox: None,
                 failure: None,
                 expired: true,
+                missing: None,
             },
             &at(70),
         );
@@ -497,6 +535,7 @@ mod tests {
                 sandbox: None,
                 failure: None,
                 expired: false,
+                missing: None,
             },
             &at(70),
         );

@@ -23,11 +23,9 @@
 //! the emission and the annotation patch can emit it twice (with the same span id, which
 //! trace backends merge or show as a duplicate); never zero times while annotations are on.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 use controller_common::first_seen::FirstSeen;
-use std::time::SystemTime;
 
 use api_types::SandboxClaim;
 use api_types::keys::TRACE_CONTEXT_ANNOTATION;
@@ -36,14 +34,12 @@ use controller_common::telemetry::{TimedSpan, context_from_json, emit_timed_span
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceId};
 
+use super::ledger::Progress;
+
 /// Name of the span from claim creation to bound.
 pub const CLAIM_TO_BOUND: &str = "claim-to-bound";
 /// Name of the span from the bind (adoption or creation) to the Ready write.
 pub const WAIT_FOR_SANDBOX_READY: &str = "waitForSandboxReady";
-
-/// Entries kept per process before the bookkeeping is reset (bounds memory when claims are
-/// deleted before they bind).
-const MAX_TRACKED: usize = 20_000;
 
 /// Where the claim's spans go.
 #[derive(Debug, Clone)]
@@ -56,9 +52,9 @@ pub struct ClaimTrace {
 }
 
 impl ClaimTrace {
-    /// Reads the claim's annotation; a malformed one is logged (once per claim and process)
+    /// Reads the claim's annotation; a malformed one is logged (once per claim in `warned`)
     /// and ignored: the claim then gets its own trace, as one without the annotation.
-    pub fn of(claim: &SandboxClaim) -> ClaimTrace {
+    pub fn of(claim: &SandboxClaim, warned: &FirstSeen) -> ClaimTrace {
         let uid = claim.metadata.uid.as_deref().unwrap_or_default();
         let bound_span = derived_span_id(CLAIM_TO_BOUND, uid);
         let raw = claim
@@ -70,11 +66,12 @@ impl ClaimTrace {
         let client = raw.and_then(|raw| match context_from_json(raw) {
             Ok(cx) if cx.span().span_context().is_valid() => Some(cx),
             Ok(_) => {
-                warn_once(claim, uid, "it holds no valid traceparent");
+                warn_once(warned, claim, uid, "it holds no valid traceparent");
                 None
             }
             Err(e) => {
                 warn_once(
+                    warned,
                     claim,
                     uid,
                     &format!("it is not a JSON object of strings: {e}"),
@@ -117,15 +114,15 @@ impl ClaimTrace {
     }
 
     /// Emits `claim-to-bound` (and `waitForSandboxReady` when the bind time is known) ending
-    /// at `end`. Returns the emitted context (invalid when traces are not exported).
+    /// at `end`, with this process' `progress` of the claim (passes, lost races, bind time).
+    /// Returns the emitted context (invalid when traces are not exported).
     pub fn emit_bound(
         &self,
         claim: &SandboxClaim,
         bound: &Bound<'_>,
+        progress: Option<Progress>,
         end: SystemTime,
     ) -> SpanContext {
-        let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-        let progress = take_progress(uid);
         let start = claim
             .metadata
             .creation_timestamp
@@ -201,67 +198,8 @@ pub struct Bound<'a> {
     pub created_by: &'a str,
 }
 
-/// Per-claim bookkeeping of this process, until `claim-to-bound` is emitted.
-#[derive(Debug, Default, Clone, Copy)]
-struct Progress {
-    passes: u32,
-    adoption_conflicts: u32,
-    bound_at: Option<SystemTime>,
-}
-
-fn progress() -> &'static Mutex<HashMap<String, Progress>> {
-    static PROGRESS: OnceLock<Mutex<HashMap<String, Progress>>> = OnceLock::new();
-    PROGRESS.get_or_init(Default::default)
-}
-
-fn update(uid: &str, f: impl FnOnce(&mut Progress)) {
-    if uid.is_empty() {
-        return;
-    }
-    let mut map = progress().lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() >= MAX_TRACKED && !map.contains_key(uid) {
-        map.clear();
-    }
-    f(map.entry(uid.to_owned()).or_default());
-}
-
-/// Counts one reconcile pass of an unbound claim.
-pub fn count_pass(uid: &str) {
-    update(uid, |p| p.passes = p.passes.saturating_add(1));
-}
-
-/// Counts one lost adoption race (conflict or vanished candidate).
-pub fn count_adoption_conflict(uid: &str) {
-    update(uid, |p| {
-        p.adoption_conflicts = p.adoption_conflicts.saturating_add(1)
-    });
-}
-
-/// Records that the claim got its Sandbox now (adoption or creation).
-pub fn mark_bound(uid: &str) {
-    update(uid, |p| {
-        p.bound_at.get_or_insert_with(SystemTime::now);
-    });
-}
-
-/// Drops the bookkeeping of a claim (deleted).
-pub fn forget(uid: &str) {
-    progress()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(uid);
-}
-
-fn take_progress(uid: &str) -> Option<Progress> {
-    progress()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(uid)
-}
-
-fn warn_once(claim: &SandboxClaim, uid: &str, why: &str) {
-    static WARNED: FirstSeen = FirstSeen::new(MAX_TRACKED);
-    if WARNED.first(uid) {
+fn warn_once(warned: &FirstSeen, claim: &SandboxClaim, uid: &str, why: &str) {
+    if warned.first(uid) {
         tracing::warn!(
             claim = %format!(
                 "{}/{}",
@@ -299,7 +237,7 @@ mod tests {
 
     #[test]
     fn passes_hang_under_claim_to_bound_in_the_clients_trace() {
-        let t = ClaimTrace::of(&claim("u1", Some(PARENT)));
+        let t = ClaimTrace::of(&claim("u1", Some(PARENT)), &FirstSeen::new(8));
         assert!(t.has_client_parent());
         let parent = t.pass_parent();
         let sc = parent.span().span_context().clone();
@@ -320,7 +258,7 @@ mod tests {
             Some("not json"),
             Some("{\"traceparent\":\"garbage\"}"),
         ] {
-            let t = ClaimTrace::of(&claim("u2", annotation));
+            let t = ClaimTrace::of(&claim("u2", annotation), &FirstSeen::new(8));
             assert!(!t.has_client_parent(), "{annotation:?}");
             assert_eq!(
                 t.pass_parent().span().span_context().trace_id(),
@@ -344,10 +282,12 @@ mod tests {
         c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             created_at,
         ));
-        let t = ClaimTrace::of(&c);
-        count_pass("u3");
-        count_pass("u3");
-        mark_bound("u3");
+        let t = ClaimTrace::of(&c, &FirstSeen::new(8));
+        let progress = Progress {
+            passes: 2,
+            adoption_conflicts: 0,
+            bound_at: Some(SystemTime::now()),
+        };
         let created = SystemTime::from(created_at);
         let end = SystemTime::now() + std::time::Duration::from_millis(1234);
         let bound = Bound {
@@ -356,7 +296,7 @@ mod tests {
             launch_type: "warm",
             created_by: "python-client",
         };
-        let cx = t.emit_bound(&c, &bound, end);
+        let cx = t.emit_bound(&c, &bound, Some(progress), end);
         assert_eq!(cx.span_id(), derived_span_id(CLAIM_TO_BOUND, "u3"));
         let spans = exporter.get_finished_spans().unwrap();
         let main = spans.iter().find(|s| s.name == CLAIM_TO_BOUND).unwrap();

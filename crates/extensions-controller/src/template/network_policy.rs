@@ -26,9 +26,27 @@ pub const BLOCKED_IPV4: [&str; 4] = [
 ];
 pub const BLOCKED_IPV6: [&str; 2] = ["fc00::/7", "fe80::/10"];
 
-/// `<template>-network-policy`.
+/// The longest name a NetworkPolicy may have (a DNS subdomain).
+pub const MAX_POLICY_NAME: usize = 253;
+const POLICY_SUFFIX: &str = "-network-policy";
+
+/// `<template>-network-policy`, as the reference names it. A template name may be 253
+/// characters, the most a NetworkPolicy name may be too: when the plain name would be longer,
+/// the template name is cut and the hash of the whole name inserted,
+/// `<template, cut>-<hash>-network-policy`, so two long names sharing a prefix still get two
+/// policies.
 pub fn policy_name(template_name: &str) -> String {
-    format!("{template_name}-network-policy")
+    let plain = format!("{template_name}{POLICY_SUFFIX}");
+    if plain.len() <= MAX_POLICY_NAME {
+        return plain;
+    }
+    let hash = name_hash(template_name);
+    let mut keep = MAX_POLICY_NAME - POLICY_SUFFIX.len() - hash.len() - 1;
+    while !template_name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let cut = template_name[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{cut}-{hash}{POLICY_SUFFIX}")
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, String>> {
@@ -95,6 +113,27 @@ fn default_egress() -> NetworkPolicyEgressRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_template_names_get_a_policy_name_within_the_limit() {
+        assert_eq!(policy_name("tmpl"), "tmpl-network-policy");
+        let at_limit = "a".repeat(MAX_POLICY_NAME - POLICY_SUFFIX.len());
+        assert_eq!(policy_name(&at_limit), format!("{at_limit}-network-policy"));
+        let longest = format!("t{}", "-long".repeat(50)) + "-a";
+        assert_eq!(longest.len(), 253);
+        let name = policy_name(&longest);
+        assert!(name.len() <= MAX_POLICY_NAME, "{}", name.len());
+        assert!(
+            name.ends_with(&format!("-{}-network-policy", name_hash(&longest))),
+            "{name}"
+        );
+        assert!(
+            !name.contains("--"),
+            "the cut ends on an alphanumeric: {name}"
+        );
+        let sibling = format!("t{}", "-long".repeat(50)) + "-b";
+        assert_ne!(policy_name(&sibling), name, "same prefix, another policy");
+    }
     use api_types::SandboxNetworkPolicySpec;
 
     #[test]

@@ -1,5 +1,13 @@
 //! SandboxTemplate reconcile: stamp the template-ref-hash label on the template, then make the
 //! shared NetworkPolicy match the template (or delete ours when Unmanaged).
+//!
+//! Writes: the label (a merge patch); the policy's create (a plain create, so it fails on a
+//! policy of that name instead of taking it over); its updates (server-side apply of the spec
+//! and owner reference under the field manager `extensions-controller`, guarded by the
+//! resourceVersion the pass found to be the template's). When the policy cannot be made (a
+//! foreign policy holds its name, or the API refuses it), the failure is kept in
+//! [`super::state::TemplateState`] and told in a Warning Event; claims hand out no Sandbox of
+//! the template meanwhile (`claim::observe::Policy`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +25,7 @@ use tracing::Instrument;
 
 use super::network_policy::{desired_spec, policy_name};
 use crate::context::{Context, FIELD_MANAGER};
-use crate::error::{Error, is_already_exists, is_not_found};
+use crate::error::{Error, api_status, is_already_exists, is_conflict, is_not_found};
 use crate::ownership::{controller_ref, is_controlled_by};
 
 pub const CONTROLLER_NAME: &str = "sandboxtemplate";
@@ -100,6 +108,7 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
     let api = Api::<NetworkPolicy>::namespaced(ctx.client.clone(), namespace);
 
     if template.spec.network_policy_management == NetworkPolicyManagement::Unmanaged {
+        ctx.template.succeeded(namespace, name);
         if let Some(np) = existing {
             if is_controlled_by(&np.metadata, uid) {
                 let params = DeleteParams {
@@ -127,44 +136,49 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
     match existing {
         Some(np) if !is_controlled_by(&np.metadata, uid) => {
             let message = format!(
-                "refusing to update NetworkPolicy {np_name:?} as it is not controlled by SandboxTemplate {name:?}; rename or delete it, or set networkPolicyManagement: Unmanaged"
+                "refusing to update NetworkPolicy {np_name:?} as it is not controlled by SandboxTemplate {name:?}; rename or delete it, or set networkPolicyManagement: Unmanaged. No Sandbox of this template is handed out until its policy is in place"
             );
             tracing::warn!(policy = %np_key, "{message}");
-            Context::event(
-                ctx.template_recorder.as_ref(),
-                template,
-                EventType::Warning,
-                "NetworkPolicyConflict",
-                "Reconciling",
-                message,
-            )
-            .await;
+            // Claims read the conflict from the cache themselves; this is for the Event.
+            if ctx.template.failed(namespace, name, message.clone()) {
+                Context::event(
+                    ctx.template_recorder.as_ref(),
+                    template,
+                    EventType::Warning,
+                    "NetworkPolicyConflict",
+                    "Reconciling",
+                    message,
+                )
+                .await;
+            }
             Ok(Action::await_change())
         }
         Some(np) => {
-            let written = ctx
-                .policy_writes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&np_key)
-                .cloned();
-            let unchanged_since_our_write = written.as_ref().is_some_and(|(rv, spec)| {
-                Some(rv.as_str()) == np.metadata.resource_version.as_deref() && *spec == desired
-            });
+            ctx.template.succeeded(namespace, name);
+            let unchanged_since_our_write =
+                ctx.template.written(&np_key).is_some_and(|(rv, spec)| {
+                    Some(rv.as_str()) == np.metadata.resource_version.as_deref() && spec == desired
+                });
             if np.spec.as_ref() == Some(&desired) || unchanged_since_our_write {
                 return Ok(Action::await_change());
             }
-            let mut updated = (*np).clone();
-            updated.spec = Some(desired.clone());
-            updated.metadata.managed_fields = None;
+            // Server-side apply of the fields this controller owns, guarded by the version
+            // just checked to be the template's (an apply never lands on someone else's).
+            let applied = NetworkPolicy {
+                metadata: ObjectMeta {
+                    name: Some(np_name.clone()),
+                    namespace: Some(namespace.to_owned()),
+                    resource_version: np.metadata.resource_version.clone(),
+                    owner_references: controller_ref(template).map(|r| vec![r]),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(desired.clone()),
+            };
             match api
-                .replace(
+                .patch(
                     &np_name,
-                    &PostParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PostParams::default()
-                    },
-                    &updated,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&applied),
                 )
                 .await
             {
@@ -172,11 +186,13 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
                     remember(ctx, np_key, &stored, desired);
                     Ok(Action::await_change())
                 }
-                Err(e) if e_is_conflict(&e) => Ok(Action::requeue(Duration::from_millis(200))),
-                Err(e) => Err(Error::kube(format!("update NetworkPolicy {np_key}"), e)),
+                Err(e) if is_conflict(&e) => Ok(Action::requeue(Duration::from_millis(200))),
+                Err(e) => Err(Error::kube(format!("apply NetworkPolicy {np_key}"), e)),
             }
         }
         None => {
+            // A create, not an apply: it fails on a policy of that name the cache has not
+            // shown yet instead of taking someone else's over.
             let np = NetworkPolicy {
                 metadata: ObjectMeta {
                     name: Some(np_name.clone()),
@@ -197,19 +213,35 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
                 .await
             {
                 Ok(stored) => {
+                    ctx.template.succeeded(namespace, name);
                     remember(ctx, np_key, &stored, desired);
                     Ok(Action::await_change())
                 }
                 // Our cache has not seen it yet; look again once it has.
                 Err(e) if is_already_exists(&e) => Ok(Action::requeue(Duration::from_millis(500))),
-                Err(e) => Err(Error::kube(format!("create NetworkPolicy {np_key}"), e)),
+                Err(e) => {
+                    // Claims of this template say why they get nothing (fail closed); a
+                    // refusal the user must fix (4xx) is also an Event on the template.
+                    let why = format!("creating it failed: {e}");
+                    let user_error = api_status(&e).is_some_and(|c| (400..500).contains(&c));
+                    if ctx.template.failed(namespace, name, why.clone()) && user_error {
+                        Context::event(
+                            ctx.template_recorder.as_ref(),
+                            template,
+                            EventType::Warning,
+                            "NetworkPolicyFailed",
+                            "Reconciling",
+                            format!(
+                                "cannot create NetworkPolicy {np_name:?}: {e}; no Sandbox of this template is handed out until it exists"
+                            ),
+                        )
+                        .await;
+                    }
+                    Err(Error::kube(format!("create NetworkPolicy {np_key}"), e))
+                }
             }
         }
     }
-}
-
-fn e_is_conflict(e: &kube::Error) -> bool {
-    crate::error::is_conflict(e)
 }
 
 fn remember(
@@ -219,9 +251,6 @@ fn remember(
     desired: k8s_openapi::api::networking::v1::NetworkPolicySpec,
 ) {
     if let Some(rv) = stored.metadata.resource_version.clone() {
-        ctx.policy_writes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, (rv, desired));
+        ctx.template.remember_written(key, rv, desired);
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::blueprint::{TemplateFacts, is_stale};
 use super::in_flight::Pending;
 use crate::ownership::{controller_of, is_controlled_by};
-use crate::pool_census::QuietClass;
+use crate::warm_pool::census::QuietClass;
 
 /// Everything one pass decides from.
 pub struct PlanInput<'a> {
@@ -23,7 +23,7 @@ pub struct PlanInput<'a> {
     pub template: Option<(&'a str, &'a TemplateFacts)>,
     /// Sandboxes in the pool's namespace carrying the pool label, except the `quiet` ones.
     pub listed: &'a [Arc<Sandbox>],
-    /// Members counted without a look ([`crate::pool_census`]): controlled by this pool, live,
+    /// Members counted without a look ([`crate::warm_pool::census`]): controlled by this pool, live,
     /// Ready, labelled `launch-type: warm`, not stale (or not vetted: no Recreate, no
     /// template) and not being deleted by us. They are active and Ready and need nothing.
     pub quiet: usize,

@@ -387,7 +387,7 @@ async fn create_pod(
     match created {
         Ok(created) => {
             ctx.own_pod_writes.record(&created.metadata);
-            crate::tracing_context::pod_created(sandbox);
+            ctx.traces.pod_created(sandbox);
             tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
             // No Event here, as in the reference: a creation is the normal path and an Event
             // would cost one API write per Sandbox (the Pod itself is the record).

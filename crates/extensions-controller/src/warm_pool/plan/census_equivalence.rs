@@ -1,4 +1,4 @@
-//! A pool pass counts its quiet members ([`crate::pool_census`]) instead of looking at each.
+//! A pool pass counts its quiet members ([`crate::warm_pool::census`]) instead of looking at each.
 //! Over many random pools and watch histories (adds, changes, deletes, relists), this checks
 //! that the pass decides exactly what the plan over the whole listing decides, and that the
 //! index kept from the events says what an index rebuilt from the store says.
@@ -15,7 +15,7 @@ use kube::runtime::watcher;
 
 use super::fixtures::{NOW, NS, pool, ready_status, template};
 use super::*;
-use crate::sandbox_index::SandboxIndex;
+use crate::stores::sandbox_index::SandboxIndex;
 use crate::warm_pool::blueprint::build_member;
 
 fn owner(kind: &str, uid: &str) -> OwnerReference {

@@ -9,7 +9,7 @@
 //! the two template labels), so a pass counts a whole class with one `len()`; every other
 //! labelled Sandbox (not Ready, being deleted, an orphan, relabel needed) is looked at.
 //!
-//! The group is kept by [`crate::sandbox_index`] from the watch (filed on add and modify,
+//! The group is kept by [`crate::stores::sandbox_index`] from the watch (filed on add and modify,
 //! unfiled on delete, rebuilt from scratch on a relist).
 
 use std::borrow::Borrow;

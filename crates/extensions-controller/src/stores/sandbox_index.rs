@@ -1,6 +1,6 @@
 //! Secondary indexes over the shared Sandbox cache: members by pool label (quiet ones counted
-//! by class, [`crate::pool_census`]), Sandboxes by controlling owner UID, and each pool's warm
-//! candidates in order ([`crate::candidate_queue`]).
+//! by class, [`crate::warm_pool::census`]), Sandboxes by controlling owner UID, and each pool's warm
+//! candidates in order ([`crate::claim::candidate_queue`]).
 //! Without them every claim pass and every pool pass scanned the whole cache (tens of
 //! thousands of Sandboxes at scale) to find a handful of objects, and every claim pass ranked
 //! every member of its pool.
@@ -20,8 +20,8 @@ use api_types::{Sandbox, name_hash};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::candidate_queue::{PoolKey, PoolQueue, Slot};
-use crate::pool_census::{LabelGroup, QuietClass};
+use crate::claim::candidate_queue::{PoolKey, PoolQueue, Slot};
+use crate::warm_pool::census::{LabelGroup, QuietClass};
 
 /// A Sandbox's store key, built once when the Sandbox is filed and shared by every map that
 /// names it: resolving a member through the store then allocates nothing (a pool pass resolves
@@ -42,7 +42,14 @@ struct Maps {
     queues: HashMap<PoolKey, PoolQueue>,
     /// What each Sandbox was filed under, to unfile it on change or delete.
     filed: HashMap<Key, Filed>,
+    /// Members that just left their pool (taken by a claim, or relabelled), by key → the pool's
+    /// name, until the pool trigger of that event takes it ([`SandboxIndex::take_departed`]).
+    departed: HashMap<ObjectRef<Sandbox>, String>,
 }
+
+/// Departures kept at most: each is taken by the pool trigger of its own event, so this only
+/// bounds what a stopped trigger stream would leave behind.
+const MAX_DEPARTED: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 struct Filed {
@@ -135,8 +142,20 @@ impl Maps {
             controller: crate::ownership::controller_of(&sb.metadata).map(|o| o.uid.clone()),
             slot: slot_of(sb),
         };
-        if self.filed.get(&key) == Some(&filed) {
+        let old = self.filed.get(&key);
+        if old == Some(&filed) {
             return;
+        }
+        if let Some(left) = old.and_then(|o| o.slot.as_ref()).filter(|before| {
+            filed
+                .slot
+                .as_ref()
+                .is_none_or(|now| now.pool != before.pool)
+        }) {
+            if self.departed.len() >= MAX_DEPARTED {
+                self.departed.clear();
+            }
+            self.departed.insert(key.clone(), left.pool.name.clone());
         }
         self.remove(&key);
         let key = Arc::new(key);
@@ -266,7 +285,7 @@ impl SandboxIndex {
     }
 
     /// Up to `want` of the pool's networked members that `accept` takes, best first (see
-    /// [`crate::candidate_queue`]). `accept` runs under the index's read lock: it may read the
+    /// [`crate::claim::candidate_queue`]). `accept` runs under the index's read lock: it may read the
     /// store and other locks, but must not feed the index.
     pub fn candidates<T>(
         &self,
@@ -296,6 +315,12 @@ impl SandboxIndex {
         Self::queues(&live, namespace, name, uid)
             .flat_map(PoolQueue::pending_network)
             .any(&mut accept)
+    }
+
+    /// The pool `namespace/name` just left, if its last event took it out of one (see
+    /// `controller::pools_for_sandbox`); forgotten on the way.
+    pub fn take_departed(&self, namespace: &str, name: &str) -> Option<String> {
+        self.write_live().departed.remove(&key_of(namespace, name))
     }
 
     /// Cached Sandboxes whose controlling owner has UID `uid`.
@@ -369,6 +394,7 @@ mod tests {
         assert!(index.with_pool_label(&store, "other", "h1").is_empty());
 
         // Adoption: label gone, controller is now the claim.
+        assert_eq!(index.take_departed("ns", "a"), None);
         feed(
             &index,
             &mut writer,
@@ -385,6 +411,29 @@ mod tests {
         );
         assert!(index.with_pool_label(&store, "ns", "h1").is_empty());
         assert!(index.controlled_by(&store, "pool-uid").is_empty());
+    }
+
+    #[test]
+    fn a_member_that_leaves_its_pool_is_reported_to_the_pool_once() {
+        let (_store, mut writer) = reflector::store::<Sandbox>();
+        let index = SandboxIndex::default();
+        let mut member = sandbox("m", Some(&name_hash("p")), Some("pool-uid"));
+        member
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(SANDBOX_TEMPLATE_REF_HASH_LABEL.to_owned(), "t".to_owned());
+        feed(&index, &mut writer, watcher::Event::Apply(member.clone()));
+        feed(&index, &mut writer, watcher::Event::Apply(member));
+        assert_eq!(index.take_departed("ns", "m"), None, "still a member");
+        // A claim took it: no pool label, no pool controller.
+        feed(
+            &index,
+            &mut writer,
+            watcher::Event::Apply(sandbox("m", None, None)),
+        );
+        assert_eq!(index.take_departed("ns", "m").as_deref(), Some("p"));
+        assert_eq!(index.take_departed("ns", "m"), None, "taken once");
     }
 
     #[test]
