@@ -588,3 +588,47 @@ async fn kubectl_applies_the_release_manifests() {
     .await;
     cluster.shutdown().await;
 }
+
+/// `kubectl explain` shows the descriptions generated from the API types' doc comments, for
+/// every field of ours (the embedded core types are documented by `kubectl explain pod.spec`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_describes_every_field_of_ours() {
+    let env = Env::start(EnvOptions {
+        sandbox_controller: false,
+        ..EnvOptions::default()
+    })
+    .await;
+    let kubeconfig = env.cluster.kubeconfig_path().to_path_buf();
+    blocking(move || {
+        let k = Kubectl::new(&kubeconfig);
+        apply_crds(&k);
+        let root = k.ok(&["explain", "sandbox"]);
+        assert!(
+            root.contains("A Sandbox is one isolated, stateful Pod"),
+            "{root}"
+        );
+        for (path, expected) in [
+            ("sandbox.spec", "What the sandbox runs, and when it stops."),
+            ("sandbox.status", "Observed state of the sandbox"),
+            (
+                "sandboxclaim.spec",
+                "Which warm pool to take a sandbox from",
+            ),
+            ("sandboxclaim.spec.lifecycle", "When the claim expires"),
+            ("sandboxwarmpool.spec", "How many ready sandboxes to keep"),
+            (
+                "sandboxtemplate.spec",
+                "The sandboxes made from this template",
+            ),
+        ] {
+            let out = k.ok(&["explain", path]);
+            assert!(out.contains(expected), "kubectl explain {path}:\n{out}");
+            assert!(
+                !out.contains("<no description>"),
+                "a field of {path} has no description:\n{out}"
+            );
+        }
+    })
+    .await;
+    env.stop().await;
+}
