@@ -13,7 +13,8 @@
 
 pub mod http_probe;
 pub mod otlp_receiver;
-pub mod trace_waterfall;
+/// The SVG (and text) waterfall of a captured trace.
+pub use otlp_capture::waterfall as trace_waterfall;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
