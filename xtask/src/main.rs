@@ -7,6 +7,8 @@ use clap::Parser;
 use xtask::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // First, so `cargo xtask dev` can count its ready time from the command's start.
+    let clock = xtask::dev::clock::StartClock::now();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Crds(args) => xtask::crds::run(args.check),
@@ -18,7 +20,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        Command::Dev(args) => return xtask::dev::main(args),
+        Command::Dev(args) => return xtask::dev::main(args, clock),
         Command::Docs(args) => return xtask::docs::main(args),
     };
     match result {

@@ -114,7 +114,8 @@ fn help_lists_every_default_scenario_in_run_order() {
     let sentence = help
         .split("Default: all, in the order")
         .nth(1)
-        .and_then(|rest| rest.split('.').next())
+        .and_then(|rest| rest.lines().next())
+        .map(|line| line.trim_end_matches('.'))
         .unwrap_or_else(|| panic!("no list of the default scenarios in:\n{help}"));
     let listed: Vec<&str> = sentence
         .split(|c: char| c == ',' || c.is_whitespace())
