@@ -11,15 +11,21 @@
 //!   k8s-openapi type its `apiVersion`/`kind` claims.
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
+//! - [`cluster`]: `cargo xtask cluster`, a real control plane (the `realcluster` crate) in the
+//!   foreground.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
+//!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod crds;
 pub mod dev;
 pub mod docs;
 pub mod error;
 pub mod manifest;
+pub mod migrate;
 pub mod release;
 pub mod workspace;
 
