@@ -22,7 +22,8 @@ pub mod controller_process;
 pub mod http_probe;
 pub mod otlp_receiver;
 pub mod release_rbac;
-pub mod trace_waterfall;
+/// The SVG (and text) waterfall of a captured trace.
+pub use otlp_capture::waterfall as trace_waterfall;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -52,7 +52,7 @@ use scenario::{Ctx, ScenarioName, Sizes};
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Scenario to run (repeatable). Default: all, in the order devcluster, gate, saturate,
-    /// refill, cold, scale, writes.
+    /// sustained, refill, cold, scale, writes.
     #[arg(long = "scenario", value_enum, value_name = "NAME")]
     pub scenarios: Vec<ScenarioName>,
 

@@ -10,10 +10,14 @@
 //! Every child runs in its own process group with kill-on-drop handles
 //! ([`process::ChildGroup`]), so even an error or a panic leaves nothing running.
 
+pub mod address;
 pub mod banner;
 pub mod build;
+pub mod clock;
 pub mod cluster;
 pub mod process;
+pub mod supervise;
+pub mod traces;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,9 +26,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::dev::banner::Banner;
+use crate::dev::banner::{Banner, Phase};
 use crate::dev::build::{build, target_dir};
-use crate::dev::process::{ChildGroup, log_tail};
+use crate::dev::clock::StartClock;
+use crate::dev::process::ChildGroup;
+use crate::dev::supervise::Running;
+use crate::dev::traces::TraceViewer;
 use crate::workspace::workspace_root;
 
 /// The quickstart pool `cargo xtask dev` applies and waits for.
@@ -54,6 +61,12 @@ pub struct DevArgs {
     /// Directory for the kubeconfig and the logs. [default: <target dir>/dev]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+
+    /// Receive the controllers' traces (OTLP/HTTP on 127.0.0.1) and show each claim's as a
+    /// waterfall: printed here and written as SVG to <dir>/traces/. To send them to your own
+    /// collector instead, leave this out and set OTEL_EXPORTER_OTLP_ENDPOINT.
+    #[arg(long, conflicts_with = "no_controllers")]
+    pub traces: bool,
 }
 
 /// Everything that can stop `cargo xtask dev`.
@@ -106,8 +119,8 @@ pub enum DevError {
 }
 
 /// Entry point for `main.rs`: runs `cargo xtask dev` and maps the outcome to an exit code
-/// (0 after Ctrl-C, 1 with a one-line error otherwise).
-pub fn main(args: &DevArgs) -> ExitCode {
+/// (0 after Ctrl-C, 1 with a one-line error otherwise). `clock` is read first thing in `main`.
+pub fn main(args: &DevArgs, clock: StartClock) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -119,7 +132,7 @@ pub fn main(args: &DevArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, clock)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -128,54 +141,22 @@ pub fn main(args: &DevArgs) -> ExitCode {
     }
 }
 
-/// The processes of a running dev environment, in start order.
-#[derive(Debug, Default)]
-struct Running {
-    children: Vec<ChildGroup>,
-}
-
-impl Running {
-    /// Stops the children in reverse start order (controllers before the API server).
-    async fn stop_all(&mut self) {
-        while let Some(mut child) = self.children.pop() {
-            child.stop(Duration::from_secs(10)).await;
-        }
-    }
-
-    /// The first child that has exited, as an error.
-    fn exited_child(&mut self) -> Option<DevError> {
-        self.children.iter_mut().find_map(|child| {
-            let status = child.try_exit_status()?;
-            Some(child_exited(child, &status.to_string()))
-        })
-    }
-}
-
-fn child_exited(child: &ChildGroup, status: &str) -> DevError {
-    DevError::ChildExited {
-        name: child.name().to_owned(),
-        status: status.to_owned(),
-        log: child.log().display().to_string(),
-        tail: log_tail(child.log(), 15),
-    }
-}
-
 /// Runs the dev environment until Ctrl-C (or SIGTERM/SIGHUP), then stops everything it started.
-pub async fn run(args: &DevArgs) -> Result<(), DevError> {
-    let result = run_until_stopped(args).await;
+pub async fn run(args: &DevArgs, clock: StartClock) -> Result<(), DevError> {
+    let result = run_until_stopped(args, clock).await;
     release_dir(&dev_dir(args));
     result
 }
 
-async fn run_until_stopped(args: &DevArgs) -> Result<(), DevError> {
+async fn run_until_stopped(args: &DevArgs, clock: StartClock) -> Result<(), DevError> {
     let mut interrupt = signal(SignalKind::interrupt()).map_err(DevError::Signals)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(DevError::Signals)?;
     let mut hangup = signal(SignalKind::hangup()).map_err(DevError::Signals)?;
     let mut running = Running::default();
 
-    let started = Instant::now();
+    let mut traces = None;
     let outcome = tokio::select! {
-        result = start(args, &mut running, started) => Some(result),
+        result = start(args, &mut running, &mut traces, clock) => Some(result),
         _ = interrupt.recv() => None,
         _ = terminate.recv() => None,
         _ = hangup.recv() => None,
@@ -197,7 +178,7 @@ async fn run_until_stopped(args: &DevArgs) -> Result<(), DevError> {
         _ = interrupt.recv() => None,
         _ = terminate.recv() => None,
         _ = hangup.recv() => None,
-        error = watch_children(&mut running) => Some(error),
+        error = running.supervise() => Some(error),
     };
     eprintln!("==> stopping (controllers first, then devcluster)");
     running.stop_all().await;
@@ -207,16 +188,6 @@ async fn run_until_stopped(args: &DevArgs) -> Result<(), DevError> {
             Ok(())
         }
         Some(error) => Err(error),
-    }
-}
-
-/// Resolves when a child exits, with the error describing it.
-async fn watch_children(running: &mut Running) -> DevError {
-    loop {
-        if let Some(error) = running.exited_child() {
-            return error;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -235,8 +206,14 @@ pub fn dev_dir(args: &DevArgs) -> PathBuf {
     }
 }
 
-/// Builds, starts and waits for readiness, then prints the banner.
-async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Result<(), DevError> {
+/// Builds, starts and waits for readiness, then prints the banner. `traces` receives the trace
+/// viewer (with `--traces`), which must outlive this function.
+async fn start(
+    args: &DevArgs,
+    running: &mut Running,
+    traces: &mut Option<TraceViewer>,
+    clock: StartClock,
+) -> Result<(), DevError> {
     let root = workspace_root();
     let dir = dev_dir(args);
     std::fs::create_dir_all(&dir).map_err(|source| DevError::Io {
@@ -250,37 +227,17 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
     if !args.no_controllers {
         packages.extend(["sandbox-controller", "extensions-controller"]);
     }
-    step(&format!("building {} ({profile})", packages.join(", ")));
+    step(&format!(
+        "building {} ({profile}); cargo reports its progress",
+        packages.join(", ")
+    ));
+    let build_started = Instant::now();
     build(&root, &packages, args.release).await?;
+    let build_time = build_started.elapsed();
     let bin_dir = target_dir().join(profile);
 
-    step("starting devcluster");
     let kubeconfig = dir.join("kubeconfig");
-    match std::fs::remove_file(&kubeconfig) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(DevError::Io {
-                action: "remove stale kubeconfig",
-                path: kubeconfig,
-                source,
-            });
-        }
-    }
-    let devcluster = ChildGroup::spawn(
-        "devcluster",
-        &bin_dir.join("devcluster"),
-        &[
-            "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
-            "--kubeconfig".to_owned(),
-            kubeconfig.display().to_string(),
-        ],
-        &dir.join("devcluster.log"),
-    )?;
-    eprintln!("    devcluster pid {}", devcluster.pid());
-    running.children.push(devcluster);
-    let client = wait_for_api_server(running, &kubeconfig).await?;
+    let client = start_devcluster(running, &bin_dir, &dir, &kubeconfig).await?;
 
     step("applying deploy/crds/ and the quickstart template and warm pool");
     let crd_files = yaml_files(&root.join("deploy").join("crds"))?;
@@ -302,8 +259,17 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
     let warm_pool = quickstart.join("warmpool.yaml");
     cluster::apply_files(&client, &[template.as_path(), warm_pool.as_path()]).await?;
 
-    let mut ports = Vec::new();
     if !args.no_controllers {
+        let mut env = Vec::new();
+        if args.traces {
+            let viewer = TraceViewer::start(&dir.join("traces")).await?;
+            eprintln!(
+                "    receiving the controllers' traces at {} (OTLP/HTTP)",
+                viewer.endpoint()
+            );
+            env = viewer.controller_env();
+            *traces = Some(viewer);
+        }
         step("starting sandbox-controller and extensions-controller");
         for name in ["sandbox-controller", "extensions-controller"] {
             let metrics = free_port(&dir)?;
@@ -312,14 +278,14 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
                 name,
                 &bin_dir.join(name),
                 &controller_args(&kubeconfig, metrics, probes),
+                &env,
                 &dir.join(format!("{name}.log")),
             )?;
             eprintln!(
                 "    {name} pid {} (metrics http://127.0.0.1:{metrics}/metrics)",
                 child.pid()
             );
-            running.children.push(child);
-            ports.push((name, metrics));
+            running.push(child, true);
         }
         step(&format!(
             "waiting for warm pool {QUICKSTART_POOL} to have all its sandboxes Ready"
@@ -328,7 +294,10 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
     }
 
     let claims = if args.claims > 0 {
-        step(&format!("creating {} claim(s)", args.claims));
+        step(&format!(
+            "creating {} claim(s) and waiting until each is bound",
+            args.claims
+        ));
         let deadline = Instant::now() + Duration::from_secs(60);
         cluster::create_and_time_claims(
             &client,
@@ -344,7 +313,8 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| root.clone());
     let banner = Banner {
-        elapsed: started.elapsed(),
+        elapsed: clock.start().elapsed(),
+        phases: phases(&clock, build_time),
         kubeconfig: &kubeconfig,
         dir: &dir,
         root: &root,
@@ -352,9 +322,90 @@ async fn start(args: &DevArgs, running: &mut Running, started: Instant) -> Resul
         controllers: !args.no_controllers,
         claims: &claims,
         bin_dir: &bin_dir,
+        traces: traces.as_ref().map(TraceViewer::dir),
     };
     println!("{}", banner.render());
     Ok(())
+}
+
+/// Where the time to ready went: the compile of xtask before it ran (when the process start is
+/// known), the build of the binaries, and the rest.
+fn phases(clock: &StartClock, build_time: Duration) -> Vec<Phase> {
+    let total = clock.start().elapsed();
+    let mut phases = Vec::new();
+    if clock.command.is_some() {
+        phases.push(Phase {
+            what: "cargo building xtask",
+            time: clock.before_main(),
+        });
+    }
+    phases.push(Phase {
+        what: "building the binaries",
+        time: build_time,
+    });
+    let accounted: Duration = phases.iter().map(|p| p.time).sum();
+    phases.push(Phase {
+        what: "starting and waiting for readiness",
+        time: total.saturating_sub(accounted),
+    });
+    phases
+}
+
+/// Starts devcluster on the address of the last run in `dir` when it is free (see
+/// [`address`]), waits until it serves, and says where.
+async fn start_devcluster(
+    running: &mut Running,
+    bin_dir: &Path,
+    dir: &Path,
+    kubeconfig: &Path,
+) -> Result<kube::Client, DevError> {
+    let mut choice = address::choose(dir);
+    loop {
+        step("starting devcluster");
+        match std::fs::remove_file(kubeconfig) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(DevError::Io {
+                    action: "remove stale kubeconfig",
+                    path: kubeconfig.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        let devcluster = ChildGroup::spawn(
+            "devcluster",
+            &bin_dir.join("devcluster"),
+            &[
+                "--listen".to_owned(),
+                format!("127.0.0.1:{}", choice.port()),
+                "--kubeconfig".to_owned(),
+                kubeconfig.display().to_string(),
+            ],
+            &[],
+            &dir.join("devcluster.log"),
+        )?;
+        let pid = devcluster.pid();
+        running.push(devcluster, false);
+        match wait_for_api_server(running, kubeconfig).await {
+            Ok(client) => {
+                let text = std::fs::read_to_string(kubeconfig).unwrap_or_default();
+                let port = address::served_port(&text).unwrap_or_default();
+                address::remember(dir, port);
+                eprintln!(
+                    "    devcluster pid {pid} at http://127.0.0.1:{port} ({})",
+                    choice.describe(port)
+                );
+                return Ok(client);
+            }
+            // Taken between the check and devcluster's bind: once more on a free port.
+            Err(DevError::ChildExited { .. }) if matches!(choice, address::PortChoice::Same(_)) => {
+                running.forget_last();
+                choice = address::PortChoice::Taken(choice.port());
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// File holding the pid of the `cargo xtask dev` that uses a directory.
@@ -407,9 +458,7 @@ async fn wait_for_api_server(
 ) -> Result<kube::Client, DevError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(error) = running.exited_child() {
-            return Err(error);
-        }
+        running.check().await?;
         if kubeconfig.exists()
             && let Ok(client) = cluster::connect(kubeconfig).await
             && cluster::is_serving(&client).await
@@ -430,9 +479,7 @@ async fn wait_for_pool(running: &mut Running, client: &kube::Client) -> Result<(
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut last = (-1, -1);
     loop {
-        if let Some(error) = running.exited_child() {
-            return Err(error);
-        }
+        running.check().await?;
         let (ready, desired) =
             cluster::pool_readiness(client, QUICKSTART_NAMESPACE, QUICKSTART_POOL).await?;
         if (ready, desired) != last {

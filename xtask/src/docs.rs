@@ -86,6 +86,12 @@ pub fn run_in(root: &Path, check: bool) -> Result<(), DocsError> {
         }
     }
     if stale.is_empty() {
+        if check {
+            println!(
+                "{} are up to date with the binaries' flags",
+                FILES.join(" and ")
+            );
+        }
         Ok(())
     } else {
         Err(DocsError::OutOfDate {

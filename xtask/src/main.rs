@@ -7,6 +7,8 @@ use clap::Parser;
 use xtask::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // First, so `cargo xtask dev` can count its ready time from the command's start.
+    let clock = xtask::dev::clock::StartClock::now();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Crds(args) => xtask::crds::run(args.check),
@@ -25,7 +27,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        Command::Dev(args) => return xtask::dev::main(args),
+        Command::Dev(args) => return xtask::dev::main(args, clock),
         Command::Cluster(args) => return xtask::cluster::main(args),
         Command::Docs(args) => return xtask::docs::main(args),
         Command::Migrate(args) => xtask::migrate::run(args),

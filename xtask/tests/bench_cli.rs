@@ -101,3 +101,26 @@ fn extra_controller_arguments_are_passed_through_verbatim() {
     assert!(defaults.extensions_controller_args.is_empty());
     assert!(defaults.sandbox_controller_args.is_empty());
 }
+
+#[test]
+fn help_lists_every_default_scenario_in_run_order() {
+    use clap::CommandFactory;
+    let mut cli = Cli::command();
+    let help = cli
+        .find_subcommand_mut("bench")
+        .expect("bench verb")
+        .render_long_help()
+        .to_string();
+    let sentence = help
+        .split("Default: all, in the order")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .map(|line| line.trim_end_matches('.'))
+        .unwrap_or_else(|| panic!("no list of the default scenarios in:\n{help}"));
+    let listed: Vec<&str> = sentence
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|word| !word.is_empty())
+        .collect();
+    let run: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.key()).collect();
+    assert_eq!(listed, run, "{help}");
+}

@@ -17,6 +17,11 @@ fn committed_tables_match_the_binaries_flags() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // Like `crds --check`, a successful check says so.
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "docs/configuration.md and README.md are up to date with the binaries' flags\n"
+    );
 }
 
 #[test]

@@ -24,8 +24,12 @@ fn dev_starts_everything_prints_working_next_steps_and_stops_cleanly_on_ctrl_c()
     let cwd: PathBuf = std::env::current_dir().unwrap();
     let mut dev = DevProcess::start(&dir);
 
-    let start = Instant::now();
-    dev.read_until("agent-sandbox is ready", start + READY_DEADLINE, &dir);
+    dev.wait_built(&dir);
+    dev.read_until(
+        "agent-sandbox is ready",
+        Instant::now() + READY_DEADLINE,
+        &dir,
+    );
     let banner = dev.read_until(
         "Press Ctrl-C",
         Instant::now() + Duration::from_secs(10),
@@ -175,6 +179,7 @@ fn no_controllers_runs_devcluster_alone_and_says_how_to_start_them() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().to_path_buf();
     let mut dev = DevProcess::start_with(&dir, &["dev", "--no-controllers"]);
+    dev.wait_built(&dir);
     let mut banner = dev.read_until(
         "agent-sandbox is ready",
         Instant::now() + READY_DEADLINE,

@@ -338,6 +338,7 @@ fn readme_commands_work_literally_against_cargo_xtask_dev() {
     let dev_dir = cwd.join("target").join("dev");
     std::fs::create_dir_all(&dev_dir).unwrap();
     let mut dev = DevProcess::start_with(&dev_dir, &["dev"]);
+    dev.wait_built(&dev_dir);
     dev.read_until(
         "agent-sandbox is ready",
         Instant::now() + READY_DEADLINE,

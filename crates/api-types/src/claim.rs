@@ -13,10 +13,11 @@ pub const WARM_POOL_REF_FIELD: &str = ".spec.warmPoolRef.name";
 /// Reference to a SandboxWarmPool in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct WarmPoolRef {
+    /// Name of the SandboxWarmPool.
     pub name: String,
 }
 
-/// What happens on claim expiry.
+/// What happens when the claim expires.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum ClaimShutdownPolicy {
     /// Delete the claim (the Sandbox cascades).
@@ -28,32 +29,39 @@ pub enum ClaimShutdownPolicy {
     Retain,
 }
 
-/// `spec.lifecycle` of a claim.
+/// When the claim expires, and what happens then.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimLifecycle {
-    /// Absolute claim expiry.
+    /// When the claim expires (RFC 3339 time); unset never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shutdown_time: Option<Time>,
-    /// Retention after the `Finished` condition turns True.
+    /// Seconds after the sandbox's Pod finished (condition `Finished=True`) at which the claim
+    /// expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
+    /// At expiry: `Retain` (default) deletes the Sandbox and keeps the claim, `Delete` deletes the
+    /// claim and its Sandbox, `DeleteForeground` does so with foreground deletion.
     #[serde(default)]
     pub shutdown_policy: ClaimShutdownPolicy,
 }
 
-/// An environment variable to inject into the claimed sandbox (literal value only).
+/// An environment variable to set in the claimed sandbox (literal value only).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimEnvVar {
+    /// Name of the variable.
     pub name: String,
+    /// Value of the variable.
     pub value: String,
-    /// Target container; empty means the first container.
+    /// Container to set it in; empty means the first container.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container_name: String,
 }
 
+/// Which warm pool to take a sandbox from, and what to add to it.
+///
 /// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxClaim`.
 // kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
 #[allow(clippy::duplicated_attributes)]
@@ -87,16 +95,26 @@ pub struct ClaimEnvVar {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxClaimSpec {
+    /// The SandboxWarmPool (same namespace) to take a ready sandbox from; its template makes a new
+    /// one when none is ready.
     pub warm_pool_ref: WarmPoolRef,
+    /// When the claim expires, and what happens then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<ClaimLifecycle>,
+    /// Labels and annotations to add to the sandbox's Pod (label keys need an allowed domain
+    /// prefix, by default sandbox.users.io).
+    ///
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
     #[schemars(transform = without_schema_default)]
     pub additional_pod_metadata: PodMetadata,
+    /// Environment variables to set in the sandbox, if the template's envVarsInjectionPolicy allows
+    /// them (the claim then gets a new sandbox, not a warm one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub env: Vec<ClaimEnvVar>,
+    /// Volumes to add to the sandbox, if the template's volumeClaimTemplatesPolicy allows them (the
+    /// claim then gets a new sandbox, not a warm one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub volume_claim_templates: Vec<PersistentVolumeClaimTemplate>,
@@ -106,19 +124,24 @@ pub struct SandboxClaimSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimSandboxStatus {
+    /// Name of the Sandbox (a warm one keeps its pool-generated name; a new one has the claim's
+    /// name).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// IP addresses of its Pod.
     #[serde(rename = "podIPs", default, skip_serializing_if = "Vec::is_empty")]
     pub pod_ips: Vec<String>,
 }
 
-/// Observed state of a SandboxClaim.
+/// Observed state of the claim, written by the controller.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxClaimStatus {
-    /// `Ready` and `Finished`.
+    /// The conditions `Ready` and `Finished`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The Sandbox the claim got.
+    ///
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
     #[schemars(transform = without_schema_default)]

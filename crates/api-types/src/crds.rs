@@ -1,8 +1,9 @@
 //! The CustomResourceDefinitions of the API, as they are installed.
 //!
 //! Always use these functions rather than `K::crd()`: kube-derive's schema lacks the
-//! Kubernetes markers and defaults of the embedded core types, keeps descriptions and marks
-//! optional fields `nullable`; these functions build the schema the reference installs.
+//! Kubernetes markers and defaults of the embedded core types, keeps the embedded types' long
+//! descriptions and marks optional fields `nullable`; these functions build the schema the
+//! reference installs, described from this crate's doc comments (see `schema`).
 //!
 //! Every CRD serves two versions, like the reference's: `v1beta1` (served, stored, listed
 //! first) and `v1alpha1` (served, deprecated with the reference's warning text). Objects are
@@ -32,11 +33,24 @@ use crate::{
     SandboxWarmPoolStatus, v1alpha1,
 };
 
+/// What `kubectl explain sandbox` says a Sandbox is.
+const SANDBOX: &str = "A Sandbox is one isolated, stateful Pod with a stable identity, and optionally a headless Service and volumes, that can be suspended, resumed and expired.";
+/// What `kubectl explain sandboxtemplate` says a SandboxTemplate is.
+const SANDBOX_TEMPLATE: &str = "A SandboxTemplate is the blueprint of the sandboxes that warm pools and claims make: their Pod, volumes and network policy, and what a claim may change.";
+/// What `kubectl explain sandboxwarmpool` says a SandboxWarmPool is.
+const SANDBOX_WARM_POOL: &str = "A SandboxWarmPool keeps a number of ready, unclaimed sandboxes made from a SandboxTemplate, for claims to take at once.";
+/// What `kubectl explain sandboxclaim` says a SandboxClaim is.
+const SANDBOX_CLAIM: &str = "A SandboxClaim asks for one sandbox: a ready one from a warm pool, or a new one made from the pool's template.";
+
 /// The core CRD: `sandboxes.agents.x-k8s.io`.
 pub fn core_crds() -> Vec<CustomResourceDefinition> {
     let sandbox = both_versions(
-        finish::<SandboxSpec, SandboxStatus>(Sandbox::crd(), true),
-        finish::<v1alpha1::SandboxSpec, v1alpha1::SandboxStatus>(v1alpha1::Sandbox::crd(), true),
+        finish::<SandboxSpec, SandboxStatus>(Sandbox::crd(), true, SANDBOX),
+        finish::<v1alpha1::SandboxSpec, v1alpha1::SandboxStatus>(
+            v1alpha1::Sandbox::crd(),
+            true,
+            SANDBOX,
+        ),
         CORE_WEBHOOK_SERVICE,
     );
     vec![sandbox]
@@ -47,23 +61,37 @@ pub fn extension_crds() -> Vec<CustomResourceDefinition> {
     vec![
         // SandboxTemplate has no status.
         both_versions(
-            finish::<SandboxTemplateSpec, ()>(SandboxTemplate::crd(), false),
-            finish::<v1alpha1::SandboxTemplateSpec, ()>(v1alpha1::SandboxTemplate::crd(), false),
-            EXTENSIONS_WEBHOOK_SERVICE,
-        ),
-        both_versions(
-            finish::<SandboxWarmPoolSpec, SandboxWarmPoolStatus>(SandboxWarmPool::crd(), true),
-            finish::<v1alpha1::SandboxWarmPoolSpec, v1alpha1::SandboxWarmPoolStatus>(
-                v1alpha1::SandboxWarmPool::crd(),
-                true,
+            finish::<SandboxTemplateSpec, ()>(SandboxTemplate::crd(), false, SANDBOX_TEMPLATE),
+            finish::<v1alpha1::SandboxTemplateSpec, ()>(
+                v1alpha1::SandboxTemplate::crd(),
+                false,
+                SANDBOX_TEMPLATE,
             ),
             EXTENSIONS_WEBHOOK_SERVICE,
         ),
         both_versions(
-            finish::<SandboxClaimSpec, SandboxClaimStatus>(SandboxClaim::crd(), true),
+            finish::<SandboxWarmPoolSpec, SandboxWarmPoolStatus>(
+                SandboxWarmPool::crd(),
+                true,
+                SANDBOX_WARM_POOL,
+            ),
+            finish::<v1alpha1::SandboxWarmPoolSpec, v1alpha1::SandboxWarmPoolStatus>(
+                v1alpha1::SandboxWarmPool::crd(),
+                true,
+                SANDBOX_WARM_POOL,
+            ),
+            EXTENSIONS_WEBHOOK_SERVICE,
+        ),
+        both_versions(
+            finish::<SandboxClaimSpec, SandboxClaimStatus>(
+                SandboxClaim::crd(),
+                true,
+                SANDBOX_CLAIM,
+            ),
             finish::<v1alpha1::SandboxClaimSpec, v1alpha1::SandboxClaimStatus>(
                 v1alpha1::SandboxClaim::crd(),
                 true,
+                SANDBOX_CLAIM,
             ),
             EXTENSIONS_WEBHOOK_SERVICE,
         ),
@@ -106,8 +134,9 @@ fn both_versions(
 fn finish<Spec: JsonSchema, Status: JsonSchema>(
     mut crd: CustomResourceDefinition,
     with_status: bool,
+    description: &str,
 ) -> CustomResourceDefinition {
-    let schema = schema::kind_schema::<Spec, Status>(with_status);
+    let schema = schema::kind_schema::<Spec, Status>(with_status, description);
     let schema: JSONSchemaProps = serde_json::from_value(schema)
         .unwrap_or_else(|e| panic!("generated schema is not a JSONSchemaProps: {e}"));
     for version in &mut crd.spec.versions {

@@ -25,12 +25,16 @@ pub(crate) fn without_schema_default(schema: &mut schemars::Schema) {
     schema.remove("default");
 }
 
-/// Labels and annotations for the Pod (or, in a claim, merged into the Sandbox's pod template).
-/// Only these two maps exist: the Pod's name is chosen by the controller.
+/// Labels and annotations for the Pod.
+///
+/// In a claim they are merged into the Sandbox's pod template. Only these two maps exist: the
+/// Pod's name is chosen by the controller.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PodMetadata {
+    /// Labels to put on the Pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Annotations to put on the Pod.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
@@ -45,35 +49,45 @@ impl PodMetadata {
 /// The Pod a Sandbox runs: a full core/v1 `PodSpec` plus labels and annotations.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PodTemplate {
-    /// The Pod's spec.
+    /// The Pod's spec, as in a core/v1 Pod (`kubectl explain pod.spec`).
     pub spec: PodSpec,
-    /// Labels/annotations copied to the Pod. Always serialized (possibly as `{}`), like the
-    /// reference does.
+    /// Labels and annotations to put on the Pod (keys under the agents.x-k8s.io domains are not
+    /// copied).
+    ///
+    /// Always serialized (possibly as `{}`), like the reference does.
     #[serde(default)]
     #[schemars(transform = without_schema_default)]
     pub metadata: PodMetadata,
 }
 
-/// Metadata of a PVC template: a name (used for override-by-name merging) plus labels and
-/// annotations.
+/// Name, labels and annotations of a volume claim template.
+///
+/// The name is also the key of override-by-name merging (claims over templates).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct EmbeddedObjectMetadata {
-    /// Name of the claim template; empty means unset.
+    /// Name of the volume: the PVC is named `<name>-<sandbox name>` and mounted as volume `<name>`.
+    ///
+    /// Empty means unset.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// Labels to put on the PVC.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Annotations to put on the PVC.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
 
-/// One PVC the controller creates for a sandbox.
+/// One PersistentVolumeClaim the controller creates for a sandbox.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PersistentVolumeClaimTemplate {
+    /// Name, labels and annotations of the PVC.
+    ///
     /// Always serialized (possibly as `{}`).
     #[serde(default)]
     #[schemars(transform = without_schema_default)]
     pub metadata: EmbeddedObjectMetadata,
+    /// The PVC's spec, as in a core/v1 PersistentVolumeClaim (`kubectl explain pvc.spec`).
     pub spec: PersistentVolumeClaimSpec,
 }
 
@@ -82,18 +96,25 @@ pub struct PersistentVolumeClaimTemplate {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxBlueprint {
+    /// The Pod the sandbox runs: its spec, labels and annotations.
     pub pod_template: PodTemplate,
-    /// PVC templates. An empty list is not serialized (same as absent).
+    /// PersistentVolumeClaims to create for the sandbox, mounted into its Pod by volume name.
+    ///
+    /// An empty list is not serialized (same as absent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub volume_claim_templates: Vec<PersistentVolumeClaimTemplate>,
-    /// Tri-state headless Service management: `Some(true)` create/adopt, `Some(false)` delete
-    /// the owned one, `None` keep a pre-existing Service but never create one.
+    /// Headless Service named after the sandbox: `true` creates it, `false` deletes it, unset keeps
+    /// one the sandbox already has but creates none.
+    ///
+    /// Tri-state: `Some(true)`, `Some(false)`, `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<bool>,
 }
 
-/// Desired state of a Sandbox (intent only; observed state is in the conditions).
+/// Whether the sandbox's Pod runs (`Running`) or is deleted while the Sandbox stays (`Suspended`).
+///
+/// Intent only; observed state is in the conditions.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum OperatingMode {
     /// Keep a backing Pod (and Service if requested).
@@ -131,6 +152,8 @@ impl ShutdownPolicy {
     }
 }
 
+/// What the sandbox runs, and when it stops.
+///
 /// Spec of `agents.x-k8s.io/v1beta1` `Sandbox`.
 // kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
 #[allow(clippy::duplicated_attributes)]
@@ -170,16 +193,22 @@ pub struct SandboxSpec {
     /// `podTemplate`, `volumeClaimTemplates`, `service`.
     #[serde(flatten)]
     pub blueprint: SandboxBlueprint,
-    /// Absolute expiry instant; `None` never expires.
+    /// When the sandbox expires (RFC 3339 time); unset never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shutdown_time: Option<Time>,
-    /// Policy at expiry; the API server defaults it to `Retain`.
+    /// At shutdownTime: `Retain` (default) deletes the Pod and Service and keeps the Sandbox,
+    /// `Delete` deletes the Sandbox too.
+    ///
+    /// The API server defaults it to `Retain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Retain"))]
     pub shutdown_policy: Option<ShutdownPolicy>,
-    /// `Running` or `Suspended`; the API server defaults it to `Running`. `None` is not
-    /// serialized (like Go's empty string), so a writer that leaves it unset never takes
-    /// ownership of the field away from the user (server-side apply).
+    /// `Running` (default) keeps a Pod running; `Suspended` deletes the Pod and keeps the Sandbox
+    /// and its volumes.
+    ///
+    /// The API server defaults it to `Running`. `None` is not serialized (like Go's empty
+    /// string), so a writer that leaves it unset never takes ownership of the field away from
+    /// the user (server-side apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Running"))]
     pub operating_mode: Option<OperatingMode>,
@@ -197,30 +226,35 @@ impl SandboxSpec {
     }
 }
 
-/// Observed state of a Sandbox. Empty strings and lists are not serialized.
+/// Observed state of the sandbox, written by the controller.
+///
+/// Empty strings and lists are not serialized.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxStatus {
-    /// `<service>.<namespace>.svc.<clusterDomain>`; empty when there is no Service.
+    /// DNS name of the headless Service, `<service>.<namespace>.svc.<cluster domain>`; empty
+    /// without a Service.
     #[serde(
         rename = "serviceFQDN",
         default,
         skip_serializing_if = "String::is_empty"
     )]
     pub service_fqdn: String,
-    /// Name of the headless Service; empty when none exists.
+    /// Name of the headless Service; empty without one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service: String,
-    /// `Ready`, `Suspended`, `PodScheduled`, `Finished`.
+    /// The conditions `Ready`, `Suspended`, `PodScheduled` and `Finished`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// Label selector string for the sandbox's Pod (`status.selector` on the wire).
+    /// Label selector that matches the sandbox's Pod.
+    ///
+    /// `status.selector` on the wire.
     #[serde(rename = "selector", default, skip_serializing_if = "String::is_empty")]
     pub label_selector: String,
-    /// IPs of the backing Pod.
+    /// IP addresses of the sandbox's Pod.
     #[serde(rename = "podIPs", default, skip_serializing_if = "Vec::is_empty")]
     pub pod_ips: Vec<String>,
-    /// Node of the backing Pod.
+    /// Node the sandbox's Pod runs on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub node_name: String,
 }

@@ -10,7 +10,7 @@ use crate::sandbox::SandboxBlueprint;
 /// The API group of the extension kinds.
 pub const EXTENSIONS_GROUP: &str = "extensions.agents.x-k8s.io";
 
-/// Whether the controller manages the template's shared NetworkPolicy.
+/// Whether the controller keeps a NetworkPolicy for the template's sandboxes.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum NetworkPolicyManagement {
     /// The controller ensures the shared NetworkPolicy (custom rules or the secure default).
@@ -20,7 +20,7 @@ pub enum NetworkPolicyManagement {
     Unmanaged,
 }
 
-/// Whether a claim's `spec.env` is accepted.
+/// Whether claims may set environment variables (`spec.env`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum EnvVarsInjectionPolicy {
     /// Only names the template does not define.
@@ -32,7 +32,7 @@ pub enum EnvVarsInjectionPolicy {
     Disallowed,
 }
 
-/// Whether a claim's `spec.volumeClaimTemplates` is accepted.
+/// Whether claims may add volumes (`spec.volumeClaimTemplates`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum VolumeClaimTemplatesPolicy {
     /// A claim with any volume claim templates is rejected.
@@ -44,18 +44,24 @@ pub enum VolumeClaimTemplatesPolicy {
     Overrides,
 }
 
+/// Ingress and egress rules of the NetworkPolicy the template's sandboxes share.
+///
 /// The restricted NetworkPolicySpec a template carries: only the rules. The pod selector and
 /// policy types of the shared policy are owned by the controller.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct SandboxNetworkPolicySpec {
-    /// Allowed ingress; empty blocks all ingress.
+    /// Incoming traffic to allow, as in a NetworkPolicy (`kubectl explain
+    /// networkpolicy.spec.ingress`); empty allows none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ingress: Vec<NetworkPolicyIngressRule>,
-    /// Allowed egress; empty blocks all egress.
+    /// Outgoing traffic to allow, as in a NetworkPolicy (`kubectl explain
+    /// networkpolicy.spec.egress`); empty allows none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<NetworkPolicyEgressRule>,
 }
 
+/// The sandboxes made from this template, their network policy, and what claims may change.
+///
 /// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxTemplate` (the kind has no status).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -73,13 +79,20 @@ pub struct SandboxTemplateSpec {
     /// `podTemplate`, `volumeClaimTemplates`, `service`.
     #[serde(flatten)]
     pub blueprint: SandboxBlueprint,
-    /// Custom rules for the shared NetworkPolicy; `None` with `Managed` means the secure default.
+    /// Custom rules for the sandboxes' NetworkPolicy; unset means the secure default
+    /// (docs/security.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<SandboxNetworkPolicySpec>,
+    /// `Managed` (default): the controller keeps one NetworkPolicy for the template's sandboxes;
+    /// `Unmanaged`: none.
     #[serde(default)]
     pub network_policy_management: NetworkPolicyManagement,
+    /// Whether claims may set env: `Disallowed` (default), `Allowed` (new names only) or
+    /// `Overrides` (also replace the template's).
     #[serde(default)]
     pub env_vars_injection_policy: EnvVarsInjectionPolicy,
+    /// Whether claims may add volumeClaimTemplates: `Disallowed` (default), `Allowed` (new names
+    /// only) or `Overrides` (same names replace the template's).
     #[serde(default)]
     pub volume_claim_templates_policy: VolumeClaimTemplatesPolicy,
 }

@@ -20,10 +20,11 @@ pub const DEFAULT_WARM_POOL_REPLICAS: i32 = 1;
 /// Reference to a SandboxTemplate in the same namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct SandboxTemplateRef {
+    /// Name of the SandboxTemplate.
     pub name: String,
 }
 
-/// How stale unclaimed sandboxes are replaced.
+/// How unclaimed sandboxes made from an older version of the template are replaced.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum UpdateStrategyType {
     /// Delete stale unclaimed sandboxes right away.
@@ -33,16 +34,19 @@ pub enum UpdateStrategyType {
     OnReplenish,
 }
 
-/// `spec.updateStrategy`.
+/// How the pool replaces unclaimed sandboxes when its template changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct UpdateStrategy {
+    /// `OnReplenish` (default): outdated sandboxes stay until claimed or deleted; `Recreate`: they
+    /// are replaced at once.
     #[serde(rename = "type", default)]
     pub type_: UpdateStrategyType,
 }
 
-/// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxWarmPool`.
+/// How many ready sandboxes to keep, and from which template.
 ///
-/// The CRD and `Resource` plumbing is derived on the hidden `SandboxWarmPoolDefinition`;
+/// Spec of `extensions.agents.x-k8s.io/v1beta1` `SandboxWarmPool`. The CRD and `Resource` plumbing
+/// is derived on the hidden `SandboxWarmPoolDefinition`;
 /// [`SandboxWarmPool`] itself is written out so that its status is always serialized, as the
 /// reference's Go type does (`status` has no `omitzero` there).
 // kube-derive `printcolumn(...)` entries repeat keys such as `type_ = "string"` by design.
@@ -75,12 +79,18 @@ pub struct UpdateStrategy {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxWarmPoolSpec {
-    /// Desired number of unclaimed sandboxes; the API server defaults it to 1.
+    /// Number of unclaimed sandboxes to keep ready (default 1).
+    ///
+    /// The API server defaults it to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0), extend("default" = 1))]
     pub replicas: Option<i32>,
+    /// The SandboxTemplate (same namespace) the pool's sandboxes are made from.
+    ///
     /// Required; always serialized.
     pub sandbox_template_ref: SandboxTemplateRef,
+    /// How unclaimed sandboxes made from an older version of the template are replaced.
+    ///
     /// `None` is treated as `OnReplenish`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
@@ -101,20 +111,27 @@ impl SandboxWarmPoolSpec {
     }
 }
 
-/// Observed state of a SandboxWarmPool. Zero values are not serialized.
+/// Observed state of the pool, written by the controller.
+///
+/// Zero values are not serialized here (as the reference's Go type); the controller's status
+/// patch writes the two counts even when zero, so `kubectl get` shows `0` rather than a blank.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxWarmPoolStatus {
-    /// Active pool sandboxes (scale status path).
+    /// Unclaimed sandboxes the pool has, ready or not.
+    ///
+    /// The scale subresource's status path.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub replicas: i32,
-    /// How many of those are `Ready=True`.
+    /// How many of them are Ready.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub ready_replicas: i32,
-    /// Label selector string (scale selector path).
+    /// Label selector that matches the pool's unclaimed sandboxes.
+    ///
+    /// The scale subresource's selector path.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub selector: String,
-    /// Last `metadata.generation` processed.
+    /// The `metadata.generation` the controller last acted on.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     #[schemars(range(min = 0))]
     pub observed_generation: i64,

@@ -343,15 +343,73 @@ fn sandbox_volume_claim_templates_are_immutable_by_cel_and_nothing_else_has_rule
     }
 }
 
+/// Where a field of ours holds an embedded Kubernetes type: the field is described, nothing
+/// inside it is (`kubectl explain pod.spec` documents those). Paths ending in `[]` are the items
+/// of a list of ours.
+const EMBEDDED: &[&str] = &[
+    ".spec.podTemplate.spec",
+    ".spec.volumeClaimTemplates[].spec",
+    ".spec.networkPolicy.ingress[]",
+    ".spec.networkPolicy.egress[]",
+    ".status.conditions[]",
+];
+
+/// Checks `node` at `path`: every schema of ours has a one-sentence description; embedded
+/// Kubernetes types have none.
+fn check_descriptions(path: &str, node: &serde_json::Value, problems: &mut Vec<String>) {
+    let description = node.get("description").and_then(|d| d.as_str());
+    let embedded_items = path.ends_with("[]") && EMBEDDED.contains(&path);
+    if embedded_items {
+        if node.to_string().contains("\"description\"") {
+            problems.push(format!(
+                "{path}: an embedded Kubernetes type carries descriptions"
+            ));
+        }
+        return;
+    }
+    match description {
+        None => problems.push(format!("{path}: no description")),
+        Some(text) if text.contains('\n') || !text.ends_with('.') || text.len() > 250 => {
+            problems.push(format!("{path}: not one short sentence: {text:?}"))
+        }
+        Some(_) => {}
+    }
+    let properties = node.get("properties").and_then(|p| p.as_object());
+    if EMBEDDED.contains(&path) {
+        if properties.is_some_and(|p| {
+            p.values()
+                .any(|v| v.to_string().contains("\"description\""))
+        }) {
+            problems.push(format!(
+                "{path}: an embedded Kubernetes type carries descriptions"
+            ));
+        }
+        return;
+    }
+    for (name, child) in properties.into_iter().flatten() {
+        check_descriptions(&format!("{path}.{name}"), child, problems);
+    }
+    // Items of a list of ours are described when they are objects (not for lists of strings).
+    if let Some(items) = node.get("items").filter(|items| {
+        items.get("properties").is_some() || EMBEDDED.contains(&&*format!("{path}[]"))
+    }) {
+        check_descriptions(&format!("{path}[]"), items, problems);
+    }
+}
+
 #[test]
-fn schemas_carry_no_descriptions_and_nothing_nullable() {
+fn every_field_of_ours_has_a_one_sentence_description_and_nothing_is_nullable() {
     for crd in core_crds().into_iter().chain(extension_crds()) {
-        let text = schema(&crd).to_string();
+        let schema = schema(&crd);
+        let mut problems = Vec::new();
+        check_descriptions("", &schema, &mut problems);
         assert!(
-            !text.contains("\"description\""),
-            "{:?} has descriptions",
-            crd.metadata.name
+            problems.is_empty(),
+            "{:?}:\n{}",
+            crd.metadata.name,
+            problems.join("\n")
         );
+        let text = schema.to_string();
         assert!(
             !text.contains("\"nullable\""),
             "{:?} marks fields nullable",

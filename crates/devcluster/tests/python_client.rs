@@ -1,7 +1,7 @@
 //! The Python `kubernetes` package (what the agent-sandbox SDK uses) against devcluster.
 //!
 //! Creates (once, under the cargo target dir) a virtualenv with `pip install kubernetes`, then
-//! runs `tests/python/client_check.py` against an in-process cluster with the reference CRDs.
+//! runs `tests/python/client_check.py` against an in-process cluster with the Sandbox CRD of `deploy/crds`.
 //! Skipped with a printed note when python3 or the package index is not available.
 
 use std::path::{Path, PathBuf};
@@ -9,18 +9,6 @@ use std::process::Command;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
-
-fn spec_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
-        return PathBuf::from(dir);
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .map(|a| a.join("shared/spec"))
-        .find(|p| p.join("reference-crds").is_dir())
-        .unwrap_or_else(|| manifest.join("../../../shared/spec"))
-}
 
 /// A venv with the `kubernetes` package, or why there is none.
 fn python_with_kubernetes() -> Result<PathBuf, String> {
@@ -77,9 +65,13 @@ async fn python_kubernetes_client_works_unmodified() {
         .await
         .expect("devcluster starts");
     let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
-    let text =
-        std::fs::read_to_string(spec_dir().join("reference-crds/agents.x-k8s.io_sandboxes.yaml"))
-            .expect("reference Sandbox CRD");
+    // The repository's own Sandbox CRD: the reference's schema (api-types' schema_parity test),
+    // and present in a fresh clone.
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/crds/agents.x-k8s.io_sandboxes.yaml"),
+    )
+    .expect("deploy/crds Sandbox CRD");
     let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("parse CRD");
     crds.create(&PostParams::default(), &crd)
         .await

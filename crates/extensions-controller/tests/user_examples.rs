@@ -1,40 +1,31 @@
 //! The manifests users already apply (spec `examples/`) work as-is with both controllers.
+//! Skipped with a printed line where the spec's examples are absent (`reference-spec`).
 
 #[path = "support/harness.rs"]
 mod harness;
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
 use extensions_controller::Options;
 use harness::ExtEnv;
 use kube::api::PostParams;
 
-/// `$AGENT_SANDBOX_SPEC_DIR`, else the nearest `shared/spec` above this crate.
-fn examples_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("AGENT_SANDBOX_SPEC_DIR") {
-        return PathBuf::from(dir).join("examples");
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .map(|a| a.join("shared/spec/examples"))
-        .find(|p| p.is_dir())
-        .expect("spec examples directory (set AGENT_SANDBOX_SPEC_DIR)")
-}
-
-fn load<K: serde::de::DeserializeOwned>(file: &str) -> K {
-    let text = std::fs::read_to_string(examples_dir().join(file)).expect("example readable");
+fn load<K: serde::de::DeserializeOwned>(examples: &Path, file: &str) -> K {
+    let text = std::fs::read_to_string(examples.join(file)).expect("example readable");
     serde_yaml::from_str(&text).expect("example parses")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warmpool_quickstart_applies_and_serves_its_claim() {
+    let Some(examples) = reference_spec::examples() else {
+        return;
+    };
     let ext = ExtEnv::start(Options::default()).await;
     let pp = PostParams::default();
-    let template: SandboxTemplate = load("warmpool-quickstart__sandboxtemplate.yaml");
-    let pool: SandboxWarmPool = load("warmpool-quickstart__sandboxwarmpool.yaml");
-    let claim: SandboxClaim = load("warmpool-quickstart__sandbox-claim.yaml");
+    let template: SandboxTemplate = load(&examples, "warmpool-quickstart__sandboxtemplate.yaml");
+    let pool: SandboxWarmPool = load(&examples, "warmpool-quickstart__sandboxwarmpool.yaml");
+    let claim: SandboxClaim = load(&examples, "warmpool-quickstart__sandbox-claim.yaml");
     ext.api::<SandboxTemplate>()
         .create(&pp, &template)
         .await
@@ -69,6 +60,9 @@ async fn warmpool_quickstart_applies_and_serves_its_claim() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hermes_example_binds_alice_warm_and_rejects_mallory() {
+    let Some(examples) = reference_spec::examples() else {
+        return;
+    };
     let ext = ExtEnv::start(Options::default()).await;
     let pp = PostParams::default();
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
@@ -85,14 +79,20 @@ async fn hermes_example_binds_alice_warm_and_rejects_mallory() {
     templates
         .create(
             &pp,
-            &load("hermes-agents-as-a-service__10-sandboxtemplate.yaml"),
+            &load(
+                &examples,
+                "hermes-agents-as-a-service__10-sandboxtemplate.yaml",
+            ),
         )
         .await
         .unwrap();
     pools
         .create(
             &pp,
-            &load("hermes-agents-as-a-service__20-sandboxwarmpool.yaml"),
+            &load(
+                &examples,
+                "hermes-agents-as-a-service__20-sandboxwarmpool.yaml",
+            ),
         )
         .await
         .unwrap();
@@ -104,8 +104,11 @@ async fn hermes_example_binds_alice_warm_and_rejects_mallory() {
             .filter(|p| p.status.as_ref().is_some_and(|s| s.ready_replicas == 2))
     })
     .await;
-    let alice: SandboxClaim = load("hermes-agents-as-a-service__30-claim-alice.yaml");
-    let mallory: SandboxClaim = load("hermes-agents-as-a-service__40-claim-rejected.yaml");
+    let alice: SandboxClaim = load(&examples, "hermes-agents-as-a-service__30-claim-alice.yaml");
+    let mallory: SandboxClaim = load(
+        &examples,
+        "hermes-agents-as-a-service__40-claim-rejected.yaml",
+    );
     claims.create(&pp, &alice).await.unwrap();
     claims.create(&pp, &mallory).await.unwrap();
     let reason_of = |c: &SandboxClaim| harness::claim_ready(c).map(|(_, r, _)| r);

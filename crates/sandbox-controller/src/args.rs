@@ -32,8 +32,7 @@ pub struct Args {
     pub sandbox_concurrent_workers: u16,
 
     /// Watch only Pods and Services that carry the tracking label
-    /// `agents.x-k8s.io/sandbox-name-hash` (less memory on busy clusters). Pre-existing objects
-    /// must then carry that label to be adopted. Go-style boolean.
+    /// `agents.x-k8s.io/sandbox-name-hash` (less memory on busy clusters). Go-style boolean.
     #[arg(
         long,
         env = "CACHE_LABEL_SELECTORS",

@@ -26,7 +26,7 @@ use crate::cached_pod::CachedPod;
 use crate::cached_sandbox::CachedSandbox;
 use crate::context::{Context, Settings, Stores};
 use crate::error::Error;
-use crate::keys::NAME_HASH_LABEL;
+use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::Metrics;
 use crate::pod_index::PodIndex;
 use crate::reconcile::{error_policy, reconcile};
@@ -40,7 +40,7 @@ pub struct ControllerOptions {
     /// Sandboxes reconciled concurrently (a Sandbox is never reconciled twice at once).
     pub workers: u16,
     /// Watch only Pods and Services that carry the tracking label (less memory on busy
-    /// clusters; pre-existing objects must then carry the tracking label to be adopted).
+    /// clusters).
     pub label_scoped_cache: bool,
     /// Identity of this replica in published events.
     pub instance: Option<String>,
@@ -285,7 +285,14 @@ impl SandboxController {
                         std::future::ready(!echo)
                     }
                 }),
-                |p: CachedPod| owners::<CachedSandbox>(p.meta()),
+                {
+                    let sandboxes = stores.sandboxes.clone();
+                    move |p: CachedPod| {
+                        let mut keys = owners::<CachedSandbox>(p.meta());
+                        keys.extend(labelled_sandboxes(&p, &sandboxes));
+                        keys
+                    }
+                },
             ),
             keys(svc_stream, |s: Service| owners::<CachedSandbox>(s.meta())),
             keys(pvc_stream, |p: PersistentVolumeClaim| {
@@ -312,7 +319,7 @@ impl SandboxController {
 /// reconciles once the store holds them).
 fn keys<T, S>(
     stream: S,
-    to_keys: fn(T) -> Vec<ObjectRef<CachedSandbox>>,
+    to_keys: impl Fn(T) -> Vec<ObjectRef<CachedSandbox>> + Send + 'static,
 ) -> futures::stream::BoxStream<'static, ObjectRef<CachedSandbox>>
 where
     S: futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
@@ -329,6 +336,47 @@ where
             })
         })
         .boxed()
+}
+
+/// The Sandboxes whose tracking label `pod` carries without being controlled by them: a Pod
+/// someone else made (or a leftover) that their Service would select, so they must look at it
+/// (`reconcile::foreign_pods_selected`), also when it goes away. Our own Pods are controlled by
+/// the Sandbox their label names, so the common case costs no lookup; otherwise the namespace's
+/// Sandboxes are scanned, which only such Pods pay for.
+fn labelled_sandboxes(
+    pod: &CachedPod,
+    sandboxes: &reflector::Store<CachedSandbox>,
+) -> Vec<ObjectRef<CachedSandbox>> {
+    let Some(label) = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NAME_HASH_LABEL))
+    else {
+        return Vec::new();
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let controlled_by_its_sandbox = pod.metadata.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true)
+            && r.kind == crate::keys::SANDBOX_KIND
+            && name_hash(&r.name) == *label
+    });
+    if controlled_by_its_sandbox {
+        return Vec::new();
+    }
+    sandboxes
+        .state()
+        .iter()
+        .filter(|sb| {
+            sb.metadata.namespace.as_deref() == Some(namespace)
+                && sb
+                    .metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| name_hash(n) == *label)
+        })
+        .map(|sb| ObjectRef::from_obj(&**sb))
+        .collect()
 }
 
 /// Waits for one store's initial list. kube's readiness signal wakes only the most recent waiter

@@ -21,16 +21,26 @@ pub enum Error {
         owner: String,
         sandbox: String,
     },
-    /// An unowned child without the authorization or tracking label.
+    /// An object of the name a child needs exists, and no controller owns it. The controller
+    /// adopts nothing it did not create (`docs/security.md`), whatever its labels.
     #[error(
-        "cannot adopt unowned {kind} \"{name}\": missing required pool authorization label (\"agents.x-k8s.io/adoptable\") or sandbox tracking label (\"agents.x-k8s.io/sandbox-name-hash\")"
+        "{kind} \"{name}\" exists but was not created by sandbox \"{sandbox}\" (it has no controller owner reference); the controller never adopts an object it did not create: delete or rename it"
     )]
-    NotAdoptable { kind: &'static str, name: String },
-    /// An authorized Service that is not headless (its clusterIP is immutable).
+    NotAdoptable {
+        kind: &'static str,
+        name: String,
+        sandbox: String,
+    },
+    /// Pods the Sandbox does not own carry its tracking label, so its Service would send them
+    /// the Sandbox's traffic.
     #[error(
-        "cannot adopt service \"{name}\": ClusterIP is \"{cluster_ip}\" (expected \"None\", field is immutable)"
+        "service \"{service}\" selects pod(s) not created by this sandbox: {pods} (they carry its label agents.x-k8s.io/sandbox-name-hash={hash}); delete them or remove the label"
     )]
-    ServiceNotHeadless { name: String, cluster_ip: String },
+    ForeignPodsSelected {
+        service: String,
+        hash: String,
+        pods: String,
+    },
     /// More than one Pod is controlled by the Sandbox; the controller refuses to choose.
     #[error(
         "multiple Pods ({count}) are controlled by this Sandbox; refusing to choose or create a Pod"
@@ -66,7 +76,7 @@ impl Error {
             },
             Error::OwnedByOther { .. } => "owned_by_other",
             Error::NotAdoptable { .. } => "not_adoptable",
-            Error::ServiceNotHeadless { .. } => "service_not_headless",
+            Error::ForeignPodsSelected { .. } => "foreign_pods_selected",
             Error::MultiplePods { .. } => "multiple_pods",
             Error::PodVanished(_) => "pod_vanished",
             Error::Runtime(_) => "runtime",

@@ -1,14 +1,12 @@
-//! Who controls a child object, and whether an unowned one may be adopted.
+//! Who controls a child object.
 //!
 //! Ownership is decided by the owner reference marked `controller: true` and its UID only: a label
-//! never proves ownership. Adoption of an unowned object needs the pool authorization label
-//! (`agents.x-k8s.io/adoptable: "true"`) or the Sandbox's tracking label value.
-
-use std::collections::BTreeMap;
+//! never proves ownership. The controller adopts nothing: a Pod, Service or PVC is a Sandbox's
+//! only when the controller created it with the Sandbox's controller reference (see
+//! `docs/security.md`: labels, `agents.x-k8s.io/adoptable` included, can be written by anyone
+//! who can create Pods, so they cannot authorize a take-over).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-
-use crate::keys::{ADOPTABLE_LABEL, NAME_HASH_LABEL};
 
 /// How a child object relates to one Sandbox.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,17 +44,7 @@ pub fn describe_owner(r: &OwnerReference) -> String {
     format!("{}/{} (UID: {})", r.kind, r.name, r.uid)
 }
 
-/// Whether an unowned object with these labels may be adopted by the Sandbox whose tracking
-/// label value is `name_hash`.
-pub fn is_adoptable(labels: Option<&BTreeMap<String, String>>, name_hash: &str) -> bool {
-    let Some(labels) = labels else {
-        return false;
-    };
-    labels.get(ADOPTABLE_LABEL).map(String::as_str) == Some("true")
-        || labels.get(NAME_HASH_LABEL).map(String::as_str) == Some(name_hash)
-}
-
-/// The controller owner reference the Sandbox puts on every child it creates or adopts.
+/// The controller owner reference the Sandbox puts on every child it creates.
 pub fn controller_ref(sandbox_name: &str, sandbox_uid: &str) -> OwnerReference {
     OwnerReference {
         api_version: crate::keys::SANDBOX_API_VERSION.to_string(),
@@ -66,24 +54,6 @@ pub fn controller_ref(sandbox_name: &str, sandbox_uid: &str) -> OwnerReference {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }
-}
-
-/// The owner references an adopted object ends up with: its existing non-controller references,
-/// plus the Sandbox's controller reference.
-pub fn adopted_owner_refs(
-    meta: &ObjectMeta,
-    sandbox_name: &str,
-    sandbox_uid: &str,
-) -> Vec<OwnerReference> {
-    let mut refs: Vec<OwnerReference> = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|r| r.controller != Some(true) && r.uid != sandbox_uid)
-        .cloned()
-        .collect();
-    refs.push(controller_ref(sandbox_name, sandbox_uid));
-    refs
 }
 
 #[cfg(test)]
@@ -150,29 +120,5 @@ mod tests {
             Ownership::of(&meta, "uid-1"),
             Ownership::OwnedByOther(_)
         ));
-    }
-
-    #[test]
-    fn adoptable_needs_the_authorization_label_or_our_hash() {
-        let mut labels = BTreeMap::new();
-        assert!(!is_adoptable(None, "abcd1234"));
-        assert!(!is_adoptable(Some(&labels), "abcd1234"));
-        labels.insert(ADOPTABLE_LABEL.to_string(), "false".to_string());
-        assert!(!is_adoptable(Some(&labels), "abcd1234"));
-        labels.insert(ADOPTABLE_LABEL.to_string(), "true".to_string());
-        assert!(is_adoptable(Some(&labels), "abcd1234"));
-        let mut labels = BTreeMap::new();
-        labels.insert(NAME_HASH_LABEL.to_string(), "ffff0000".to_string());
-        assert!(!is_adoptable(Some(&labels), "abcd1234"));
-        labels.insert(NAME_HASH_LABEL.to_string(), "abcd1234".to_string());
-        assert!(is_adoptable(Some(&labels), "abcd1234"));
-    }
-
-    #[test]
-    fn adoption_keeps_other_non_controller_references() {
-        let mut other = deployment_ref();
-        other.controller = Some(false);
-        let refs = adopted_owner_refs(&meta_with(vec![other.clone()]), "sb", "uid-1");
-        assert_eq!(refs, vec![other, controller_ref("sb", "uid-1")]);
     }
 }

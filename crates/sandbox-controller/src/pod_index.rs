@@ -1,5 +1,6 @@
-//! The cached Pods by controlling owner UID, so a reconcile finds the Pods a Sandbox controls
-//! without scanning the whole Pod store (10,000 Pods × 10,000 Sandboxes on a full resync).
+//! The cached Pods by controlling owner UID and by tracking label value, so a reconcile finds
+//! the Pods a Sandbox controls, and the Pods its Service would select, without scanning the
+//! whole Pod store (10,000 Pods × 10,000 Sandboxes on a full resync).
 //!
 //! The index is fed the same watch events as the Pod store, right after the reflector applied
 //! them (`.reflect(writer).inspect(..)`), and mirrors the store's (re)list handling: a relist's
@@ -50,42 +51,92 @@ fn uid_hash(uid: &str) -> UidHash {
     h.finish()
 }
 
-/// Each Pod's key is held once, shared by both maps (a second copy of every namespace and name
+/// Pod keys grouped by a 64-bit hash of one of their values, with the value each key was last
+/// grouped under (so a change moves the key).
+#[derive(Debug, Default)]
+struct Grouped {
+    by_value: HashMap<u64, Vec<Arc<PodKey>>>,
+    value_of: HashMap<Arc<PodKey>, u64>,
+}
+
+impl Grouped {
+    fn remove(&mut self, key: &PodKey) {
+        let Some(old) = self.value_of.remove(key) else {
+            return;
+        };
+        if let Some(keys) = self.by_value.get_mut(&old) {
+            keys.retain(|k| **k != *key);
+            if keys.is_empty() {
+                self.by_value.remove(&old);
+            }
+        }
+    }
+
+    /// Groups `key` under `value` (`None`: in no group).
+    fn set(&mut self, key: &Arc<PodKey>, value: Option<u64>) {
+        if value.is_some() && self.value_of.get(&**key).copied() == value {
+            return;
+        }
+        self.remove(key);
+        if let Some(value) = value {
+            self.by_value.entry(value).or_default().push(key.clone());
+            self.value_of.insert(key.clone(), value);
+        }
+    }
+
+    fn get(&self, value: u64) -> Vec<PodKey> {
+        let mut keys: Vec<PodKey> = self
+            .by_value
+            .get(&value)
+            .map(|keys| keys.iter().map(|k| PodKey::clone(k)).collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    }
+}
+
+/// Each Pod's key is held once, shared by all maps (a second copy of every namespace and name
 /// cost about 64 bytes per Pod, over half a megabyte at 10,000 Pods).
 #[derive(Debug, Default)]
 struct Index {
-    by_owner: HashMap<UidHash, Vec<Arc<PodKey>>>,
-    owner_of: HashMap<Arc<PodKey>, UidHash>,
+    /// By controlling owner UID.
+    owners: Grouped,
+    /// By namespace and tracking label value: what a Sandbox's Service selects.
+    labels: Grouped,
 }
 
 impl Index {
     fn remove(&mut self, key: &PodKey) {
-        let Some(old) = self.owner_of.remove(key) else {
-            return;
-        };
-        if let Some(keys) = self.by_owner.get_mut(&old) {
-            keys.retain(|k| **k != *key);
-            if keys.is_empty() {
-                self.by_owner.remove(&old);
-            }
-        }
+        self.owners.remove(key);
+        self.labels.remove(key);
     }
 
     fn apply(&mut self, pod: &CachedPod) {
         let Some(key) = PodKey::of(pod) else {
             return;
         };
-        let owner = controller_uid(pod).map(uid_hash);
-        if owner.is_some() && self.owner_of.get(&key).copied() == owner {
-            return;
-        }
-        self.remove(&key);
-        if let Some(owner) = owner {
-            let key = Arc::new(key);
-            self.by_owner.entry(owner).or_default().push(key.clone());
-            self.owner_of.insert(key, owner);
-        }
+        // Reuse the key a map already holds, so both maps share one copy.
+        let key = self
+            .owners
+            .value_of
+            .get_key_value(&key)
+            .or_else(|| self.labels.value_of.get_key_value(&key))
+            .map_or_else(|| Arc::new(key), |(held, _)| held.clone());
+        self.owners.set(&key, controller_uid(pod).map(uid_hash));
+        let label = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NAME_HASH_LABEL));
+        self.labels
+            .set(&key, label.map(|v| label_hash(&key.namespace, v)));
     }
+}
+
+fn label_hash(namespace: &str, value: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    (namespace, value).hash(&mut h);
+    h.finish()
 }
 
 fn controller_uid(pod: &CachedPod) -> Option<&str> {
@@ -137,23 +188,24 @@ impl PodIndex {
             return Vec::new();
         }
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let mut keys: Vec<PodKey> = state
-            .live
-            .by_owner
-            .get(&uid_hash(uid))
-            .map(|keys| keys.iter().map(|k| PodKey::clone(k)).collect())
-            .unwrap_or_default();
-        keys.sort();
-        keys
+        state.live.owners.get(uid_hash(uid))
     }
 
-    /// Number of indexed Pods (tests, debugging).
+    /// The Pods of `namespace` carrying the tracking label value `name_hash` (as last applied;
+    /// sorted), whoever owns them.
+    pub fn labelled(&self, namespace: &str, name_hash: &str) -> Vec<PodKey> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        state.live.labels.get(label_hash(namespace, name_hash))
+    }
+
+    /// Number of Pods indexed by owner (tests, debugging).
     pub fn len(&self) -> usize {
         self.state
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .live
-            .owner_of
+            .owners
+            .value_of
             .len()
     }
 
@@ -185,6 +237,34 @@ pub fn owned_pods(
                     .map(String::as_str)
                     == Some(hash)
             }) && Ownership::of(&p.metadata, uid).is_owned()
+        })
+        .collect()
+}
+
+/// The cached Pods in `namespace` that carry the tracking label value `name_hash` but are not
+/// controlled by the Sandbox `uid`, and are not terminating: Pods a Service selecting that label
+/// would send the Sandbox's traffic to although the Sandbox never created them.
+pub fn foreign_labelled_pods(
+    index: &PodIndex,
+    store: &Store<CachedPod>,
+    namespace: &str,
+    uid: &str,
+    name_hash: &str,
+) -> Vec<Arc<CachedPod>> {
+    index
+        .labelled(namespace, name_hash)
+        .into_iter()
+        .filter(|k| k.namespace == namespace)
+        .filter_map(|k| store.get(&k.object_ref()))
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(NAME_HASH_LABEL))
+                    .map(String::as_str)
+                    == Some(name_hash)
+                && !Ownership::of(&p.metadata, uid).is_owned()
         })
         .collect()
 }
@@ -277,6 +357,40 @@ mod tests {
         assert_eq!(names(&owned_pods(&index, &store, "ns", "u2", None)), ["d"]);
         assert!(owned_pods(&index, &store, "ns", "", None).is_empty());
         assert_eq!(index.len(), 4, "unowned Pods are not indexed");
+    }
+
+    #[tokio::test]
+    async fn pods_carrying_a_tracking_label_they_do_not_own_are_foreign() {
+        let mut terminating = pod("ns", "going", None, Some("h"));
+        terminating.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        let mut events = listed(vec![pod("ns", "mine", Some("u1"), Some("h"))]);
+        events.extend([
+            watcher::Event::Apply(pod("ns", "planted", None, Some("h"))),
+            watcher::Event::Apply(pod("ns", "other-owner", Some("u2"), Some("h"))),
+            watcher::Event::Apply(pod("other", "elsewhere", None, Some("h"))),
+            watcher::Event::Apply(pod("ns", "other-label", None, Some("x"))),
+            watcher::Event::Apply(terminating),
+        ]);
+        let (store, index) = feed(events.clone()).await;
+        assert_eq!(
+            names(&foreign_labelled_pods(&index, &store, "ns", "u1", "h")),
+            ["other-owner", "planted"]
+        );
+        // Relabelled or deleted, a Pod leaves the label's group.
+        events.extend([
+            watcher::Event::Apply(pod("ns", "planted", None, Some("y"))),
+            watcher::Event::Delete(pod("ns", "other-owner", Some("u2"), Some("h"))),
+        ]);
+        let (store, index) = feed(events).await;
+        assert!(foreign_labelled_pods(&index, &store, "ns", "u1", "h").is_empty());
+        assert_eq!(
+            index.labelled("ns", "h").len(),
+            2,
+            "mine and the terminating one"
+        );
     }
 
     #[tokio::test]

@@ -42,7 +42,7 @@ use crate::error::{Error, is_status};
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::CreationLatencyLabels;
 use crate::ownership::Ownership;
-use crate::pod_index::owned_pods;
+use crate::pod_index::{foreign_labelled_pods, owned_pods};
 use crate::status::{self, Expiry, Observation, ObservedPod, reason};
 
 pub use pod_step::PodOutcome;
@@ -303,6 +303,9 @@ async fn reconcile_children(
     } else {
         service_present = !new_status.service.is_empty();
     }
+    if service_present && let Some(err) = foreign_pods_selected(sandbox, ctx, &hash, &new_status) {
+        outcome.errors.push(err);
+    }
 
     let observation = Observation {
         generation: sandbox.metadata.generation,
@@ -328,6 +331,40 @@ async fn reconcile_children(
         now,
     );
     (new_status, outcome)
+}
+
+/// The Pods the Sandbox's Service selects (they carry its tracking label) although the Sandbox
+/// did not create them, as an error: while they exist its traffic may reach them, so it is not
+/// Ready (`docs/security.md`).
+fn foreign_pods_selected(
+    sandbox: &Sandbox,
+    ctx: &Context,
+    hash: &str,
+    status: &SandboxStatus,
+) -> Option<Error> {
+    let ns = sandbox.namespace().unwrap_or_default();
+    let uid = sandbox.uid().unwrap_or_default();
+    let foreign = foreign_labelled_pods(&ctx.stores.pod_index, &ctx.stores.pods, &ns, &uid, hash);
+    if foreign.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = foreign.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    let pods = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    tracing::warn!(
+        sandbox = %format!("{ns}/{}", sandbox.name_any()),
+        pods = %pods,
+        "the Sandbox's Service selects Pods it did not create"
+    );
+    Some(Error::ForeignPodsSelected {
+        service: status.service.clone(),
+        hash: hash.to_owned(),
+        pods,
+    })
 }
 
 /// Writes `desired` on the status subresource when it differs from `current` (merge patch, no

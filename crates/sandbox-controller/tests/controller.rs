@@ -262,13 +262,16 @@ fn foreign_pod(name: &str, labels: Value, owner: Option<Value>) -> Value {
 }
 
 #[tokio::test]
-async fn authorized_pod_is_adopted_and_foreign_pod_refused() {
+async fn planted_pods_are_never_adopted_whatever_their_labels() {
     let api = FakeApi::new();
+    // Unowned, named like the future Sandbox, with every label the reference accepted as
+    // authorization: the tracking label and `adoptable`.
     api.apply(
         "pods",
         foreign_pod(
-            "adopt-me",
-            json!({"agents.x-k8s.io/adoptable": "true"}),
+            "planted",
+            json!({"agents.x-k8s.io/adoptable": "true",
+                   HASH_LABEL: sandbox_controller::keys::name_hash("planted")}),
             None,
         ),
     );
@@ -278,23 +281,23 @@ async fn authorized_pod_is_adopted_and_foreign_pod_refused() {
         foreign_pod("taken", json!({}), Some(deployment.clone())),
     );
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("adopt-me", json!({})));
+    api.apply("sandboxes", sandbox("planted", json!({})));
     api.apply("sandboxes", sandbox("taken", json!({})));
 
-    let pod = wait_for("adopted", || {
-        api.get("pods", NS, "adopt-me")
-            .filter(|p| p["metadata"]["ownerReferences"].is_array())
+    let sb = wait_for("refusal", || {
+        api.get("sandboxes", NS, "planted")
+            .filter(|_| ready_reason(&api, "planted").as_deref() == Some("ReconcilerError"))
     })
     .await;
-    let uid = api.get("sandboxes", NS, "adopt-me").unwrap()["metadata"]["uid"].clone();
-    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid);
-    assert_eq!(
-        pod["metadata"]["labels"]["agents.x-k8s.io/adoptable"],
-        "true"
+    let msg = condition(&sb, "Ready").unwrap().2;
+    assert!(
+        msg.contains("pod \"planted\" exists but was not created by sandbox \"planted\""),
+        "{msg}"
     );
-    assert_eq!(
-        pod["metadata"]["labels"][HASH_LABEL],
-        sandbox_controller::keys::name_hash("adopt-me")
+    let pod = api.get("pods", NS, "planted").unwrap();
+    assert!(
+        pod["metadata"]["ownerReferences"].is_null(),
+        "planted pod untouched"
     );
 
     let sb = wait_for("refusal", || {
@@ -314,27 +317,6 @@ async fn authorized_pod_is_adopted_and_foreign_pod_refused() {
         "foreign pod untouched"
     );
     assert!(pod["metadata"]["labels"].as_object().unwrap().is_empty());
-    ctl.stop().await;
-}
-
-#[tokio::test]
-async fn unauthorized_unowned_pod_is_not_adopted() {
-    let api = FakeApi::new();
-    api.apply("pods", foreign_pod("squat", json!({"app": "x"}), None));
-    let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("squat", json!({})));
-    let sb = wait_for("refusal", || {
-        api.get("sandboxes", NS, "squat")
-            .filter(|_| ready_reason(&api, "squat").as_deref() == Some("ReconcilerError"))
-    })
-    .await;
-    assert!(
-        condition(&sb, "Ready")
-            .unwrap()
-            .2
-            .contains("cannot adopt unowned pod \"squat\"")
-    );
-    assert!(api.get("pods", NS, "squat").unwrap()["metadata"]["ownerReferences"].is_null());
     ctl.stop().await;
 }
 

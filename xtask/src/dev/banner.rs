@@ -7,10 +7,21 @@ use std::time::Duration;
 use crate::dev::cluster::BoundClaim;
 use crate::dev::{QUICKSTART_POOL, READY_LINE};
 
+/// One part of the time to ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub what: &'static str,
+    pub time: Duration,
+}
+
 /// What `cargo xtask dev` prints once everything is up.
 #[derive(Debug)]
 pub struct Banner<'a> {
+    /// From the start of the `cargo xtask dev` command (else of xtask, see `phases`).
     pub elapsed: Duration,
+    /// Where `elapsed` went; it starts with `cargo building xtask` when the command's start
+    /// is known.
+    pub phases: Vec<Phase>,
     pub kubeconfig: &'a Path,
     pub dir: &'a Path,
     pub root: &'a Path,
@@ -18,6 +29,8 @@ pub struct Banner<'a> {
     pub controllers: bool,
     pub claims: &'a [BoundClaim],
     pub bin_dir: &'a Path,
+    /// Where claim trace waterfalls go (`--traces`).
+    pub traces: Option<&'a Path>,
 }
 
 impl Banner<'_> {
@@ -41,8 +54,26 @@ impl Banner<'_> {
             "devcluster only, controllers not started".to_owned()
         };
         out.push_str(&format!(
-            "\n{READY_LINE} ({what}) in {:.1}s\n\n",
+            "\n{READY_LINE} ({what}) in {:.1}s\n",
             self.elapsed.as_secs_f64()
+        ));
+        let counted_from_command = self
+            .phases
+            .first()
+            .is_some_and(|p| p.what == "cargo building xtask");
+        let parts: Vec<String> = self
+            .phases
+            .iter()
+            .map(|p| format!("{} {:.1}s", p.what, p.time.as_secs_f64()))
+            .collect();
+        out.push_str(&format!(
+            "  {}: {}\n\n",
+            if counted_from_command {
+                "since `cargo xtask dev` started"
+            } else {
+                "since xtask started (Cargo's build of xtask before it is not counted)"
+            },
+            parts.join(", ")
         ));
         for claim in self.claims {
             out.push_str(&format!(
@@ -87,6 +118,12 @@ impl Banner<'_> {
                 ""
             }
         ));
+        if let Some(traces) = self.traces {
+            out.push_str(&format!(
+                "Traces: each claim's trace is printed here once it is bound, and written to {} (SVG)\n",
+                self.show(traces)
+            ));
+        }
         out.push_str("Press Ctrl-C to stop everything.");
         out
     }
@@ -99,6 +136,16 @@ mod tests {
     fn banner<'a>(claims: &'a [BoundClaim], controllers: bool) -> Banner<'a> {
         Banner {
             elapsed: Duration::from_millis(2345),
+            phases: vec![
+                Phase {
+                    what: "cargo building xtask",
+                    time: Duration::from_millis(300),
+                },
+                Phase {
+                    what: "building the binaries",
+                    time: Duration::from_millis(1000),
+                },
+            ],
             kubeconfig: Path::new("/repo/target/dev/kubeconfig"),
             dir: Path::new("/repo/target/dev"),
             root: Path::new("/repo"),
@@ -106,6 +153,7 @@ mod tests {
             controllers,
             claims,
             bin_dir: Path::new("/repo/target/debug"),
+            traces: None,
         }
     }
 
@@ -114,6 +162,12 @@ mod tests {
         let text = banner(&[], true).render();
         assert!(text.contains("agent-sandbox is ready"), "{text}");
         assert!(text.contains("in 2.3s"), "{text}");
+        assert!(
+            text.contains(
+                "since `cargo xtask dev` started: cargo building xtask 0.3s, building the binaries 1.0s"
+            ),
+            "{text}"
+        );
         assert!(text.contains("kubeconfig: /repo/target/dev/kubeconfig"));
         assert!(text.contains("  export KUBECONFIG=/repo/target/dev/kubeconfig\n"));
         assert!(text.contains("  kubectl apply -f examples/quickstart/claim.yaml\n"));

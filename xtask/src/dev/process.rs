@@ -2,10 +2,11 @@
 //! output in a log file, and the whole group is killed when the handle is dropped (also on a
 //! panic), so nothing the dev environment started outlives it.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
@@ -16,19 +17,24 @@ use crate::dev::DevError;
 #[derive(Debug)]
 pub struct ChildGroup {
     name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Child,
     pid: u32,
+    started: Instant,
     exited: bool,
 }
 
 impl ChildGroup {
-    /// Starts `program args` as the leader of a new process group, with stdout and stderr
-    /// appended to `log` (created or truncated).
+    /// Starts `program args` as the leader of a new process group, with `env` added to the
+    /// environment and stdout and stderr written to `log` (created or truncated).
     pub fn spawn(
         name: &str,
         program: &Path,
         args: &[String],
+        env: &[(String, String)],
         log: &Path,
     ) -> Result<Self, DevError> {
         let log_file = File::create(log).map_err(|source| DevError::Io {
@@ -36,37 +42,44 @@ impl ChildGroup {
             path: log.to_path_buf(),
             source,
         })?;
-        let stderr = log_file.try_clone().map_err(|source| DevError::Io {
-            action: "open log file",
-            path: log.to_path_buf(),
-            source,
-        })?;
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(stderr)
-            // Own process group: the terminal's Ctrl-C reaches only `cargo xtask dev`, which
-            // then stops the children in order (controllers first, so they release their
-            // Leases while the API server is still up).
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| DevError::Spawn {
-                program: program.to_path_buf(),
-                source,
-            })?;
-        let pid = child.id().ok_or_else(|| DevError::Spawn {
-            program: program.to_path_buf(),
-            source: std::io::Error::other("the child exited before its pid could be read"),
-        })?;
+        let (child, pid) = start(program, args, env, log, log_file)?;
         Ok(Self {
             name: name.to_owned(),
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env: env.to_vec(),
             log: log.to_path_buf(),
             child,
             pid,
+            started: Instant::now(),
             exited: false,
         })
+    }
+
+    /// Starts the same program again once it has exited, its output appended to the same log
+    /// after a line `==> {why}`.
+    pub fn respawn(&mut self, why: &str) -> Result<(), DevError> {
+        let mut log_file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.log)
+            .map_err(|source| DevError::Io {
+                action: "open log file",
+                path: self.log.clone(),
+                source,
+            })?;
+        let _ = writeln!(log_file, "==> {why}");
+        let (child, pid) = start(&self.program, &self.args, &self.env, &self.log, log_file)?;
+        self.child = child;
+        self.pid = pid;
+        self.started = Instant::now();
+        self.exited = false;
+        Ok(())
+    }
+
+    /// How long the current process has been running (or ran, once it exited).
+    pub fn running_for(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// What this child is (`devcluster`, `sandbox-controller`, ...).
@@ -127,6 +140,43 @@ impl ChildGroup {
             let _ = kill_process_group(pgid, signal);
         }
     }
+}
+
+/// Spawns `program args` as the leader of a new process group with both output streams in
+/// `log_file`; returns the child and its pid.
+fn start(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    log: &Path,
+    log_file: File,
+) -> Result<(Child, u32), DevError> {
+    let stderr = log_file.try_clone().map_err(|source| DevError::Io {
+        action: "open log file",
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let child = Command::new(program)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(stderr)
+        // Own process group: the terminal's Ctrl-C reaches only `cargo xtask dev`, which then
+        // stops the children in order (controllers first, so they release their Leases while
+        // the API server is still up).
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| DevError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
+    let pid = child.id().ok_or_else(|| DevError::Spawn {
+        program: program.to_path_buf(),
+        source: std::io::Error::other("the child exited before its pid could be read"),
+    })?;
+    Ok((child, pid))
 }
 
 impl Drop for ChildGroup {

@@ -10,8 +10,14 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 
-/// Readiness includes a possible cold build of three binaries on a 2-core machine.
-pub const READY_DEADLINE: Duration = Duration::from_secs(20 * 60);
+/// The build of the three binaries `xtask dev` runs first: cold on a fresh clone, on 2 cores
+/// shared with the other test binaries' builds (each with its own feature set). It shows
+/// Cargo's progress meanwhile; [`DevProcess::wait_built`] waits for its end.
+pub const BUILD_DEADLINE: Duration = Duration::from_secs(60 * 60);
+/// From the end of the build to the readiness line.
+pub const READY_DEADLINE: Duration = Duration::from_secs(5 * 60);
+/// The progress line `xtask dev` prints once its build is done.
+pub const BUILT_LINE: &str = "==> starting devcluster";
 
 /// A running `xtask dev`; dropping it (e.g. when an assertion fails) stops it and its
 /// children so a failing test leaks nothing.
@@ -51,6 +57,25 @@ impl DevProcess {
             child,
             lines,
             child_pids: Vec::new(),
+        }
+    }
+
+    /// Waits until `xtask dev` has built its binaries (its progress shows [`BUILT_LINE`]).
+    pub fn wait_built(&mut self, dir: &Path) {
+        let deadline = Instant::now() + BUILD_DEADLINE;
+        loop {
+            let stderr = std::fs::read_to_string(dir.join("xtask-dev.stderr")).unwrap_or_default();
+            if stderr.contains(BUILT_LINE) {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("xtask dev exited ({status}) before its build was done:\n{stderr}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "xtask dev's build took more than {BUILD_DEADLINE:?}:\n{stderr}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 

@@ -4,8 +4,15 @@
 //! Steps: generate with named definitions (not inlined); inline every `$ref`, giving each named
 //! type its [`markers`](super::markers) (Kubernetes list/map markers, defaults and validations
 //! that k8s-openapi's schemas do not carry); drop `null` from optional types (the reference
-//! marks nothing `nullable`); turn enums with documented variants into plain `enum` lists; drop
-//! descriptions and titles (the reference is generated with `maxDescLen=0`).
+//! marks nothing `nullable`); turn enums with documented variants into plain `enum` lists.
+//!
+//! Descriptions (what `kubectl explain` shows) come from the doc comments of this crate's types
+//! and fields: the first paragraph of each, as one line without Markdown code marks; later
+//! paragraphs are notes for developers and stay out of the CRD. The descriptions of the embedded
+//! Kubernetes types (`PodSpec`, `Condition`, ...) are dropped: they are long (a Sandbox CRD with
+//! them would not fit kubectl's last-applied annotation) and documented upstream. Titles are
+//! dropped. The reference's CRDs carry no descriptions (`maxDescLen=0`); the schema-parity test
+//! ignores them.
 
 use std::collections::HashMap;
 
@@ -15,8 +22,12 @@ use serde_json::{Map, Value, json};
 
 use super::markers;
 
-/// The `openAPIV3Schema` of a kind whose spec is `Spec` and whose status (if any) is `Status`.
-pub(crate) fn kind_schema<Spec: JsonSchema, Status: JsonSchema>(with_status: bool) -> Value {
+/// The `openAPIV3Schema` of a kind whose spec is `Spec` and whose status (if any) is `Status`,
+/// described as `description` (what `kubectl explain <kind>` shows first).
+pub(crate) fn kind_schema<Spec: JsonSchema, Status: JsonSchema>(
+    with_status: bool,
+    description: &str,
+) -> Value {
     let settings = SchemaSettings::openapi3().with(|s| {
         s.inline_subschemas = false;
         s.meta_schema = None;
@@ -28,15 +39,25 @@ pub(crate) fn kind_schema<Spec: JsonSchema, Status: JsonSchema>(with_status: boo
     let definitions = generator.take_definitions(false);
 
     let mut properties = Map::new();
-    properties.insert("apiVersion".into(), json!({"type": "string"}));
-    properties.insert("kind".into(), json!({"type": "string"}));
-    properties.insert("metadata".into(), json!({"type": "object"}));
+    properties.insert(
+        "apiVersion".into(),
+        json!({"type": "string", "description": "The API group and version of this object."}),
+    );
+    properties.insert(
+        "kind".into(),
+        json!({"type": "string", "description": "The kind of this object."}),
+    );
+    properties.insert(
+        "metadata".into(),
+        json!({"type": "object", "description": "Standard object metadata: name, namespace, labels, annotations."}),
+    );
     properties.insert("spec".into(), spec);
     if let Some(status) = status {
         properties.insert("status".into(), status);
     }
     let mut root = json!({
         "type": "object",
+        "description": description,
         "properties": properties,
         "required": ["spec"],
     });
@@ -71,6 +92,9 @@ fn inline_refs(
                         panic!("schema refers to unknown definition {reference}");
                     };
                     let mut definition = definition.clone();
+                    if name.starts_with(KUBERNETES_DEFINITIONS) {
+                        strip_descriptions(&mut definition);
+                    }
                     inline_refs(&mut definition, definitions, inlined, depth + 1);
                     markers::apply(&name, &mut definition);
                     let Value::Object(definition) = definition else {
@@ -92,6 +116,49 @@ fn inline_refs(
         }
         _ => {}
     }
+}
+
+/// Prefix of the schemars names of k8s-openapi's types.
+const KUBERNETES_DEFINITIONS: &str = "io.k8s.";
+
+/// Removes every `description` (and `title`) of `schema` and of the schemas below it.
+fn strip_descriptions(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    object.remove("description");
+    object.remove("title");
+    for (key, value) in object.iter_mut() {
+        match (key.as_str(), value) {
+            ("properties", Value::Object(properties)) => {
+                properties.values_mut().for_each(strip_descriptions)
+            }
+            ("items" | "additionalProperties" | "not", value) => strip_descriptions(value),
+            ("anyOf" | "oneOf" | "allOf", Value::Array(alternatives)) => {
+                alternatives.iter_mut().for_each(strip_descriptions)
+            }
+            // `default`, `enum`, `x-kubernetes-*`, ... hold values, not schemas.
+            _ => {}
+        }
+    }
+}
+
+/// The user-facing description of a doc comment: its first paragraph on one line, without
+/// Markdown code marks and intra-doc link brackets; `None` when that leaves nothing.
+pub(crate) fn user_description(doc: &str) -> Option<String> {
+    let paragraph = doc
+        .trim()
+        .split("\n\n")
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = paragraph
+        .replace("[`", "")
+        .replace("`]", "")
+        .replace('`', "");
+    (!text.is_empty()).then_some(text)
 }
 
 fn is_null_schema(schema: &Value) -> bool {
@@ -119,7 +186,8 @@ fn enum_constants(one_of: &Value) -> Option<Vec<Value>> {
         .collect()
 }
 
-/// Removes `null` alternatives (`Option<T>`), `nullable`, descriptions and titles, recursively.
+/// Removes `null` alternatives (`Option<T>`), `nullable` and titles, and turns descriptions into
+/// their [`user_description`], recursively.
 fn normalize(schema: &mut Value) {
     let Value::Object(object) = schema else {
         if let Value::Array(items) = schema {
@@ -146,7 +214,11 @@ fn normalize(schema: &mut Value) {
             object.insert("type".into(), single);
         }
     }
-    object.remove("description");
+    if let Some(Value::String(doc)) = object.remove("description")
+        && let Some(text) = user_description(&doc)
+    {
+        object.insert("description".into(), Value::String(text));
+    }
     object.remove("title");
     object.remove("nullable");
     if let Some(values) = object.get("oneOf").and_then(enum_constants) {

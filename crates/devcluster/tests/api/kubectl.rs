@@ -1,13 +1,13 @@
 //! kubectl 1.32 against devcluster: apply of the reference CRDs and the example manifests, get
 //! with printer columns, get -w, create (protobuf bodies), delete. Skipped with a note when
-//! kubectl is not on PATH.
+//! kubectl is not on PATH, or the reference files are absent (`reference-spec`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{spec_dir, start};
+use super::start;
 
 fn kubectl_available() -> bool {
     Command::new("kubectl")
@@ -51,10 +51,15 @@ async fn kubectl_apply_get_watch_delete() {
         eprintln!("kubectl not on PATH: skipping kubectl_apply_get_watch_delete");
         return;
     }
+    let Some(examples_dir) = reference_spec::examples() else {
+        return;
+    };
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
     let dc = start().await;
     let kc = dc.kubeconfig_path().to_path_buf();
-    let spec = spec_dir();
-    let crds = spec.join("reference-crds").display().to_string();
+    let crds = crds.display().to_string();
     let (ok, out) = kubectl(&kc, &["apply", "-f", &crds]).await;
     assert!(ok, "{out}");
     // `kubectl create namespace` sends a protobuf body.
@@ -67,7 +72,7 @@ async fn kubectl_apply_get_watch_delete() {
         let (ok, out) = kubectl(&kc, &["create", "namespace", ns]).await;
         assert!(ok && out.contains("created"), "{out}");
     }
-    let mut examples: Vec<PathBuf> = std::fs::read_dir(spec.join("examples"))
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(&examples_dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
@@ -189,7 +194,12 @@ async fn kubectl_explain_node_table_and_replica_sets() {
     }
     let dc = start().await;
     let kc = dc.kubeconfig_path().to_path_buf();
-    let crds = spec_dir().join("reference-crds").display().to_string();
+    // The repository's own CRDs (the same schemas as the reference's, checked by
+    // api-types' schema_parity test), so this test runs on a fresh clone too.
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/crds")
+        .display()
+        .to_string();
     let (ok, out) = kubectl(&kc, &["apply", "-f", &crds]).await;
     assert!(ok, "{out}");
     let (ok, out) = kubectl(

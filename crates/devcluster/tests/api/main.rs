@@ -13,7 +13,7 @@ mod serving;
 mod watch;
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -37,25 +37,11 @@ pub async fn start_without_nodes() -> devcluster::Running {
     .expect("devcluster starts")
 }
 
-/// The shared spec folder: `$AGENT_SANDBOX_SPEC_DIR`, else the nearest `shared/spec` above the
-/// crate (`<repo>/../shared/spec` for the main checkout and for worktrees alike).
-pub fn spec_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("AGENT_SANDBOX_SPEC_DIR") {
-        return PathBuf::from(dir);
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .map(|a| a.join("shared/spec"))
-        .find(|p| p.join("reference-crds").is_dir())
-        .unwrap_or_else(|| manifest.join("../../../shared/spec"))
-}
-
-/// Creates the four reference CRDs through the API.
-pub async fn install_reference_crds(client: &kube::Client) {
+/// Creates the four reference CRDs of `dir` (from `reference_spec::reference_crds()`) through
+/// the API.
+pub async fn install_reference_crds(client: &kube::Client, dir: &Path) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let dir = spec_dir().join("reference-crds");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();

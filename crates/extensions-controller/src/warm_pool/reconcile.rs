@@ -132,12 +132,14 @@ fn min_requeue(current: Option<Duration>, candidate: Duration) -> Option<Duratio
     Some(current.map_or(candidate, |c| c.min(candidate)))
 }
 
-/// The status patch: every field always present, zeros as `null` so a merge patch clears them.
+/// The status patch: every field always present. The counts are written as numbers, zero
+/// included, so `kubectl get` shows `READY 0` rather than a blank; the other zero values as
+/// `null` so a merge patch clears them.
 fn status_patch(status: &SandboxWarmPoolStatus) -> Value {
     let or_null = |v: i64| if v == 0 { Value::Null } else { json!(v) };
     json!({"status": {
-        "replicas": or_null(i64::from(status.replicas)),
-        "readyReplicas": or_null(i64::from(status.ready_replicas)),
+        "replicas": status.replicas,
+        "readyReplicas": status.ready_replicas,
         "selector": if status.selector.is_empty() { Value::Null } else { json!(status.selector) },
         "observedGeneration": or_null(status.observed_generation),
     }})
@@ -170,6 +172,9 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
             blueprint_hash: state.blueprint_hash(&template),
             template,
         });
+    if facts.is_none() {
+        template_missing(ctx, pool, &key, template_name).await;
+    }
     let pool_hash = name_hash(name);
     let now = Instant::now();
     let pending = state.in_flight.settle(
@@ -424,6 +429,29 @@ async fn reconcile_inner(pool: &SandboxWarmPool, ctx: &Context) -> Result<Action
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
+/// Says that the pool's template does not exist (it cannot create members until it does): a
+/// log line and a Warning Event on the pool each pass that finds it missing (the event recorder
+/// folds repeats into one Event's count).
+async fn template_missing(ctx: &Context, pool: &SandboxWarmPool, key: &str, template: &str) {
+    let namespace = pool.metadata.namespace.as_deref().unwrap_or_default();
+    tracing::warn!(
+        pool = %key,
+        template = %format!("{namespace}/{template}"),
+        "SandboxWarmPool's SandboxTemplate not found; no sandboxes are created until it exists"
+    );
+    Context::event(
+        ctx.pool_recorder.as_ref(),
+        pool,
+        EventType::Warning,
+        "TemplateNotFound",
+        "Reconciling",
+        format!(
+            "SandboxTemplate \"{template}\" not found in namespace \"{namespace}\"; the pool creates no sandboxes until it exists (spec.sandboxTemplateRef.name)"
+        ),
+    )
+    .await;
+}
+
 /// Members the hold compares against: what the cache shows as active plus what it will show.
 fn listed_members(decided: &super::plan::Plan) -> usize {
     usize::try_from(decided.status.replicas.max(0)).unwrap_or(0)
@@ -523,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn status_patch_clears_zeros() {
+    fn status_patch_writes_zero_counts_and_clears_other_zeros() {
         let patch = status_patch(&SandboxWarmPoolStatus {
             replicas: 0,
             ready_replicas: 0,
@@ -532,7 +560,7 @@ mod tests {
         });
         assert_eq!(
             patch,
-            json!({"status": {"replicas": null, "readyReplicas": null, "selector": "s", "observedGeneration": 2}})
+            json!({"status": {"replicas": 0, "readyReplicas": 0, "selector": "s", "observedGeneration": 2}})
         );
     }
 }

@@ -290,14 +290,9 @@ pub fn map_patch(
     (!patch.is_empty()).then_some(Value::Object(patch))
 }
 
-/// The metadata merge patch that brings an existing Pod in line (labels, annotations and, when
-/// adopting, the owner references), or `None` when nothing differs.
-pub fn pod_metadata_patch(
-    pod: &ObjectMeta,
-    sandbox: &Sandbox,
-    name_hash: &str,
-    adopt_with: Option<Vec<OwnerReference>>,
-) -> Option<Value> {
+/// The metadata merge patch that brings an owned Pod in line (labels and annotations), or `None`
+/// when nothing differs.
+pub fn pod_metadata_patch(pod: &ObjectMeta, sandbox: &Sandbox, name_hash: &str) -> Option<Value> {
     let (labels, annotations) = desired_pod_metadata(pod, sandbox, name_hash);
     let mut meta = Map::new();
     if let Some(p) = map_patch(pod.labels.as_ref(), &labels) {
@@ -305,16 +300,6 @@ pub fn pod_metadata_patch(
     }
     if let Some(p) = map_patch(pod.annotations.as_ref(), &annotations) {
         meta.insert("annotations".to_string(), p);
-    }
-    if let Some(refs) = adopt_with {
-        meta.insert(
-            "ownerReferences".to_string(),
-            serde_json::to_value(refs).unwrap_or(Value::Null),
-        );
-        // Optimistic lock: an adoption must not silently replace a concurrent adopter's reference.
-        if let Some(rv) = &pod.resource_version {
-            meta.insert("resourceVersion".to_string(), Value::String(rv.clone()));
-        }
     }
     (!meta.is_empty()).then(|| serde_json::json!({ "metadata": meta }))
 }

@@ -233,29 +233,7 @@ fn target_pod_name_prefers_a_non_empty_annotation() {
 }
 
 #[test]
-fn adopting_an_authorized_pod_adds_metadata_and_owner() {
-    let meta = pod_meta(&[("agents.x-k8s.io/adoptable", "true")], &[]);
-    let patch = pod_metadata_patch(&meta, &sandbox(), HASH, Some(vec![owner()])).unwrap();
-    let m = &patch["metadata"];
-    assert_eq!(m["labels"][NAME_HASH_LABEL], HASH);
-    assert_eq!(m["labels"]["custom-label"], "label-val");
-    assert!(
-        m["labels"].get("agents.x-k8s.io/adoptable").is_none(),
-        "the adoptable label is kept as is"
-    );
-    assert_eq!(
-        m["annotations"][PROPAGATED_LABELS_ANNOTATION],
-        "custom-label"
-    );
-    assert_eq!(
-        m["annotations"][PROPAGATED_ANNOTATIONS_ANNOTATION],
-        "custom-annotation"
-    );
-    assert_eq!(m["ownerReferences"][0]["uid"], "sandbox-uid");
-}
-
-#[test]
-fn adoption_is_written_even_when_metadata_already_matches() {
+fn an_owned_pod_whose_metadata_matches_needs_no_patch() {
     let meta = pod_meta(
         &[(NAME_HASH_LABEL, HASH), ("custom-label", "label-val")],
         &[
@@ -264,10 +242,7 @@ fn adoption_is_written_even_when_metadata_already_matches() {
             (PROPAGATED_ANNOTATIONS_ANNOTATION, "custom-annotation"),
         ],
     );
-    assert_eq!(pod_metadata_patch(&meta, &sandbox(), HASH, None), None);
-    let patch = pod_metadata_patch(&meta, &sandbox(), HASH, Some(vec![owner()])).unwrap();
-    assert!(patch["metadata"].get("labels").is_none());
-    assert!(patch["metadata"].get("ownerReferences").is_some());
+    assert_eq!(pod_metadata_patch(&meta, &sandbox(), HASH), None);
 }
 
 #[test]
@@ -348,7 +323,7 @@ fn removed_template_keys_are_pruned_and_unlisted_keys_kept() {
             (PROPAGATED_ANNOTATIONS_ANNOTATION, "keep-annotation"),
         ])
     );
-    let patch = pod_metadata_patch(&meta, &sb, HASH, None).unwrap();
+    let patch = pod_metadata_patch(&meta, &sb, HASH).unwrap();
     assert_eq!(patch["metadata"]["labels"]["remove-label"], Value::Null);
     assert_eq!(
         patch["metadata"]["annotations"]["remove-annotation"],
@@ -409,8 +384,8 @@ fn created_by_on_an_existing_pod_follows_the_sandbox() {
 fn empty_propagated_lists_are_not_written_when_absent() {
     let mut sb = sandbox();
     sb.spec.blueprint.pod_template.metadata = Default::default();
-    let meta = pod_meta(&[("agents.x-k8s.io/adoptable", "true")], &[]);
-    let patch = pod_metadata_patch(&meta, &sb, HASH, None).unwrap();
+    let meta = pod_meta(&[("app", "x")], &[]);
+    let patch = pod_metadata_patch(&meta, &sb, HASH).unwrap();
     assert!(patch["metadata"].get("annotations").is_none());
     assert_eq!(
         patch["metadata"]["labels"],

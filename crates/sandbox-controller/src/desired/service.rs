@@ -1,5 +1,5 @@
-//! The headless Service of a Sandbox: its ports, the object to create, the drift repair of an
-//! owned Service and the rewrite of an adopted one. Pure functions, no I/O.
+//! The headless Service of a Sandbox: its ports, the object to create and the drift repair of
+//! an owned Service. Pure functions, no I/O.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -169,38 +169,6 @@ pub fn owned_service_repair(
         patch.insert("spec".to_string(), Value::Object(spec_patch));
     }
     (!patch.is_empty()).then_some(Value::Object(patch))
-}
-
-/// Why an unowned Service cannot be adopted although it is authorized.
-pub fn adoption_blocker(existing: &Service) -> Option<String> {
-    let ip = existing
-        .spec
-        .as_ref()
-        .and_then(|s| s.cluster_ip.clone())
-        .unwrap_or_default();
-    (!ip.is_empty() && ip != "None").then_some(ip)
-}
-
-/// The adopted Service sent back with a full update (optimistic lock on its resourceVersion):
-/// tracking label added, selector and ports replaced, the Sandbox as controller.
-pub fn adopted_service(
-    existing: &Service,
-    name_hash: &str,
-    desired_ports: Option<Vec<ServicePort>>,
-    owner_refs: Vec<OwnerReference>,
-) -> Service {
-    let mut svc = existing.clone();
-    svc.metadata
-        .labels
-        .get_or_insert_with(BTreeMap::new)
-        .insert(NAME_HASH_LABEL.to_string(), name_hash.to_string());
-    svc.metadata.owner_references = Some(owner_refs);
-    svc.metadata.managed_fields = None;
-    let spec = svc.spec.get_or_insert_with(Default::default);
-    spec.selector = Some(hash_map(name_hash));
-    spec.ports = desired_ports;
-    svc.status = None;
-    svc
 }
 
 /// `<service>.<namespace>.svc.<cluster domain>`.
@@ -434,35 +402,6 @@ mod tests {
         let patch = owned_service_repair(&svc, "h", Some(&desired), false).unwrap();
         assert!(patch["spec"].get("ports").is_none());
         assert_eq!(patch["spec"]["selector"][NAME_HASH_LABEL], "h");
-    }
-
-    #[test]
-    fn adoption_is_blocked_by_a_cluster_ip() {
-        let mut svc = owned_service(&[], &[], None);
-        assert_eq!(adoption_blocker(&svc), None);
-        svc.spec.as_mut().unwrap().cluster_ip = Some(String::new());
-        assert_eq!(adoption_blocker(&svc), None);
-        svc.spec.as_mut().unwrap().cluster_ip = Some("10.96.0.100".into());
-        assert_eq!(adoption_blocker(&svc).as_deref(), Some("10.96.0.100"));
-    }
-
-    #[test]
-    fn adopted_service_selects_only_the_tracking_label() {
-        let svc = owned_service(
-            &[("agents.x-k8s.io/adoptable", "true")],
-            &[("app", "x")],
-            Some(vec![svc_port("x", 9090)]),
-        );
-        let adopted = adopted_service(&svc, "h", None, vec![]);
-        let spec = adopted.spec.unwrap();
-        assert_eq!(spec.selector, Some(hash_map("h")));
-        assert_eq!(spec.ports, None);
-        let labels = adopted.metadata.labels.unwrap();
-        assert_eq!(labels.get(NAME_HASH_LABEL).map(String::as_str), Some("h"));
-        assert_eq!(
-            labels.get("agents.x-k8s.io/adoptable").map(String::as_str),
-            Some("true")
-        );
     }
 
     #[test]

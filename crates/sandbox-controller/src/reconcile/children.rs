@@ -6,19 +6,13 @@ use api_types::Sandbox;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use serde_json::json;
 
 use crate::context::{Context, FIELD_MANAGER};
 use crate::desired::pvc::{desired_pvc, pvc_name};
-use crate::desired::service::{
-    adopted_service, adoption_blocker, desired_service, owned_service_repair, service_ports,
-};
+use crate::desired::service::{desired_service, owned_service_repair, service_ports};
 use crate::error::{Error, is_status};
-use crate::ownership::{
-    Ownership, adopted_owner_refs, controller_ref, describe_owner, is_adoptable,
-};
+use crate::ownership::{Ownership, controller_ref, describe_owner};
 
 fn post_params() -> PostParams {
     PostParams {
@@ -27,8 +21,9 @@ fn post_params() -> PostParams {
     }
 }
 
-/// Creates the missing PVCs of `spec.volumeClaimTemplates`, adopts authorized unowned ones and
-/// refuses foreign ones. Stops at the first error. PVCs are never deleted here.
+/// Creates the missing PVCs of `spec.volumeClaimTemplates` and refuses every existing one this
+/// Sandbox does not own (it adopts nothing). Stops at the first error. PVCs are never deleted
+/// here.
 pub async fn reconcile_pvcs(sandbox: &Sandbox, ctx: &Context, hash: &str) -> Result<(), Error> {
     let templates = &sandbox.spec.blueprint.volume_claim_templates;
     if templates.is_empty() {
@@ -81,25 +76,11 @@ pub async fn reconcile_pvcs(sandbox: &Sandbox, ctx: &Context, hash: &str) -> Res
                 });
             }
             Ownership::Unowned => {
-                if !is_adoptable(existing.metadata.labels.as_ref(), hash) {
-                    return Err(Error::NotAdoptable { kind: "PVC", name });
-                }
-                let refs = adopted_owner_refs(&existing.metadata, &sandbox_name, &uid);
-                let patch = json!({ "metadata": {
-                    "ownerReferences": refs,
-                    "resourceVersion": existing.metadata.resource_version,
-                }});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| Error::api(format!("failed to adopt PVC \"{name}\""), e))?;
-                ctx.event(
-                    sandbox,
-                    EventType::Normal,
-                    "Adopted",
-                    "AdoptPVC",
-                    format!("Adopted PVC {name}"),
-                )
-                .await;
+                return Err(Error::NotAdoptable {
+                    kind: "PVC",
+                    name,
+                    sandbox: sandbox_name,
+                });
             }
         }
     }
@@ -179,36 +160,11 @@ pub async fn reconcile_service(
             sandbox: sandbox.name_any(),
         }),
         Ownership::Unowned if wanted.is_none() => Ok(None),
-        Ownership::Unowned => {
-            if !is_adoptable(existing.metadata.labels.as_ref(), hash) {
-                return Err(Error::NotAdoptable {
-                    kind: "service",
-                    name,
-                });
-            }
-            if let Some(cluster_ip) = adoption_blocker(&existing) {
-                return Err(Error::ServiceNotHeadless { name, cluster_ip });
-            }
-            let refs = adopted_owner_refs(&existing.metadata, &name, &uid);
-            let svc = adopted_service(&existing, hash, desired_ports, refs);
-            api.replace(&name, &PostParams::default(), &svc)
-                .await
-                .map_err(|e| {
-                    Error::api(
-                        format!("failed to update service \"{name}\" with owner reference"),
-                        e,
-                    )
-                })?;
-            ctx.event(
-                sandbox,
-                EventType::Normal,
-                "Adopted",
-                "AdoptService",
-                format!("Adopted service {name}"),
-            )
-            .await;
-            Ok(Some(name))
-        }
+        Ownership::Unowned => Err(Error::NotAdoptable {
+            kind: "service",
+            name,
+            sandbox: sandbox.name_any(),
+        }),
         Ownership::OwnedBySandbox => {
             if let Some(patch) = owned_service_repair(
                 &existing,

@@ -1,5 +1,6 @@
 //! The Pod step: find the backing Pod (owner UID first, then the `pod-name` annotation, then the
-//! Sandbox name), adopt, repair metadata, create, or delete it on suspend.
+//! Sandbox name), repair metadata, create, or delete it on suspend. A Pod this Sandbox does not
+//! own is never adopted (see `crate::ownership`).
 
 use std::collections::BTreeMap;
 
@@ -22,9 +23,7 @@ use crate::desired::pod::{
 };
 use crate::error::{Error, is_status};
 use crate::keys::POD_NAME_ANNOTATION;
-use crate::ownership::{
-    Ownership, adopted_owner_refs, controller_ref, describe_owner, is_adoptable,
-};
+use crate::ownership::{Ownership, controller_ref, describe_owner};
 use crate::pod_index::owned_pods;
 
 /// What the Pod step settled on.
@@ -252,7 +251,6 @@ async fn existing_pod(
     let uid = sandbox.uid().unwrap_or_default();
     let sandbox_name = sandbox.name_any();
     let pod_name = pod.name_any();
-    let mut adopt_with = None;
     match Ownership::of(&pod.metadata, &uid) {
         Ownership::OwnedByOther(owner) => {
             if sandbox.annotations().contains_key(POD_NAME_ANNOTATION) {
@@ -269,21 +267,24 @@ async fn existing_pod(
             };
         }
         Ownership::Unowned => {
-            if !is_adoptable(pod.metadata.labels.as_ref(), hash) {
-                return PodOutcome {
-                    error: Some(Error::NotAdoptable {
-                        kind: "pod",
-                        name: pod_name,
-                    }),
-                    ..Default::default()
-                };
-            }
-            adopt_with = Some(adopted_owner_refs(&pod.metadata, &sandbox_name, &uid));
+            // Planted or orphaned: its labels (the tracking label, `adoptable`) prove nothing.
+            tracing::warn!(
+                sandbox = %format!("{}/{sandbox_name}", sandbox.namespace().unwrap_or_default()),
+                pod = %pod_name,
+                "refusing to adopt a Pod this Sandbox did not create"
+            );
+            return PodOutcome {
+                error: Some(Error::NotAdoptable {
+                    kind: "pod",
+                    name: pod_name,
+                    sandbox: sandbox_name,
+                }),
+                ..Default::default()
+            };
         }
         Ownership::OwnedBySandbox => {}
     }
-    let adopting = adopt_with.is_some();
-    if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash, adopt_with.clone()) {
+    if let Some(patch) = pod_metadata_patch(&pod.metadata, sandbox, hash) {
         let params = PatchParams::default();
         match pod_writes_api(ctx, sandbox)
             .patch(&pod_name, &params, &Patch::Merge(&patch))
@@ -304,19 +305,6 @@ async fn existing_pod(
         let (labels, annotations) = desired_pod_metadata(&pod.metadata, sandbox, hash);
         pod.metadata.labels = Some(labels);
         pod.metadata.annotations = Some(annotations);
-        if let Some(refs) = adopt_with {
-            pod.metadata.owner_references = Some(refs);
-        }
-    }
-    if adopting {
-        ctx.event(
-            sandbox,
-            EventType::Normal,
-            "Adopted",
-            "AdoptPod",
-            format!("Adopted pod {pod_name}"),
-        )
-        .await;
     }
     set_annotation_to(sandbox, annotation, &pod_name);
     PodOutcome {

@@ -1,24 +1,16 @@
-//! The reference CRDs and the example manifests.
+//! The reference CRDs and the example manifests, kept outside the repository: each test skips
+//! with a printed line when they are absent (see the `reference-spec` crate).
+
+use std::path::Path;
 
 use super::*;
 
-fn spec_dir() -> PathBuf {
-    let mut candidates = Vec::new();
-    if let Ok(dir) = std::env::var("AGENT_SANDBOX_SPEC_DIR") {
-        candidates.push(PathBuf::from(dir));
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    candidates.push(manifest.join("../../../shared/spec"));
-    candidates.push(manifest.join("../../../../shared/spec"));
-    for c in &candidates {
-        if c.join("reference-crds").is_dir() {
-            return c.clone();
-        }
-    }
-    panic!("spec directory not found (set AGENT_SANDBOX_SPEC_DIR); looked in {candidates:?}");
+/// The repository's own generated CRDs (`deploy/crds`), always present.
+pub(super) fn own_crds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds")
 }
 
-fn load_yaml_docs(path: &std::path::Path) -> Vec<Value> {
+fn load_yaml_docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml::Deserializer::from_str(&text)
         .filter_map(|doc| {
@@ -29,7 +21,9 @@ fn load_yaml_docs(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-pub(super) fn reference_schema(kind: &str) -> Option<StructuralSchema> {
+/// The v1beta1 schema of `kind` in the CRD files of `crds` (the reference CRDs, or the repo's
+/// own `deploy/crds`, which match them path by path); `None` for a kind not ours.
+pub(super) fn reference_schema(crds: &Path, kind: &str) -> Option<StructuralSchema> {
     let file = match kind {
         "Sandbox" => "agents.x-k8s.io_sandboxes.yaml",
         "SandboxClaim" => "extensions.agents.x-k8s.io_sandboxclaims.yaml",
@@ -37,7 +31,7 @@ pub(super) fn reference_schema(kind: &str) -> Option<StructuralSchema> {
         "SandboxWarmPool" => "extensions.agents.x-k8s.io_sandboxwarmpools.yaml",
         _ => return None,
     };
-    let crd = load_yaml_docs(&spec_dir().join("reference-crds").join(file)).remove(0);
+    let crd = load_yaml_docs(&crds.join(file)).remove(0);
     let versions = crd["spec"]["versions"].as_array().unwrap();
     let (i, version) = versions
         .iter()
@@ -61,7 +55,10 @@ fn admit(s: &StructuralSchema, mut obj: Value) -> (Value, Vec<crate::schema::Fie
 #[test]
 fn every_version_of_every_reference_crd_compiles() {
     let mut compiled = 0;
-    for entry in std::fs::read_dir(spec_dir().join("reference-crds")).unwrap() {
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
+    for entry in std::fs::read_dir(crds).unwrap() {
         let path = entry.unwrap().path();
         for crd in load_yaml_docs(&path) {
             for (i, version) in crd["spec"]["versions"]
@@ -84,7 +81,12 @@ fn every_version_of_every_reference_crd_compiles() {
 
 #[test]
 fn every_example_of_our_kinds_validates_clean_after_defaulting() {
-    let dir = spec_dir().join("examples");
+    let Some(dir) = reference_spec::examples() else {
+        return;
+    };
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
     let mut checked = 0;
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -94,7 +96,7 @@ fn every_example_of_our_kinds_validates_clean_after_defaulting() {
     for path in entries {
         for doc in load_yaml_docs(&path) {
             let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-            let Some(s) = reference_schema(&kind) else {
+            let Some(s) = reference_schema(&crds, &kind) else {
                 continue;
             };
             let (_, errs) = admit(&s, doc);
@@ -112,7 +114,10 @@ fn every_example_of_our_kinds_validates_clean_after_defaulting() {
 
 #[test]
 fn sandbox_defaults_and_pruning_follow_the_reference_crd() {
-    let s = reference_schema("Sandbox").unwrap();
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
+    let s = reference_schema(&crds, "Sandbox").unwrap();
     let (obj, errs) = admit(
         &s,
         json!({
@@ -139,7 +144,10 @@ fn sandbox_defaults_and_pruning_follow_the_reference_crd() {
 
 #[test]
 fn broken_sandboxes_fail_at_the_right_path() {
-    let s = reference_schema("Sandbox").unwrap();
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
+    let s = reference_schema(&crds, "Sandbox").unwrap();
     let cases = [
         (json!({"spec": {}}), "spec.podTemplate: Required value"),
         (
@@ -175,7 +183,10 @@ fn broken_sandboxes_fail_at_the_right_path() {
 
 #[test]
 fn broken_warm_pools_claims_and_templates_fail_at_the_right_path() {
-    let pool = reference_schema("SandboxWarmPool").unwrap();
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
+    let pool = reference_schema(&crds, "SandboxWarmPool").unwrap();
     let (_, errs) = admit(
         &pool,
         json!({"spec": {"replicas": "three", "sandboxTemplateRef": {"name": "t"}}}),
@@ -200,10 +211,10 @@ fn broken_warm_pools_claims_and_templates_fail_at_the_right_path() {
     );
     assert!(errs.is_empty(), "{errs:?}");
     assert_eq!(defaulted["spec"]["replicas"], 1);
-    let claim = reference_schema("SandboxClaim").unwrap();
+    let claim = reference_schema(&crds, "SandboxClaim").unwrap();
     let (_, errs) = admit(&claim, json!({"spec": {}}));
     assert_eq!(messages(&errs), vec!["spec.warmPoolRef: Required value"]);
-    let template = reference_schema("SandboxTemplate").unwrap();
+    let template = reference_schema(&crds, "SandboxTemplate").unwrap();
     let (_, errs) = admit(
         &template,
         json!({"spec": {"envVarsInjectionPolicy": "Sometimes", "podTemplate": {"spec": {"containers": []}}}}),
@@ -216,7 +227,10 @@ fn broken_warm_pools_claims_and_templates_fail_at_the_right_path() {
 
 #[test]
 fn the_reference_sandbox_rule_blocks_volume_claim_template_changes() {
-    let s = reference_schema("Sandbox").unwrap();
+    let Some(crds) = reference_spec::reference_crds() else {
+        return;
+    };
+    let s = reference_schema(&crds, "Sandbox").unwrap();
     let base = json!({"spec": {
         "podTemplate": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
         "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]

@@ -1,6 +1,6 @@
 //! Garbage in, no panics out; sharing across tasks.
 
-use super::reference::reference_schema;
+use super::reference::{own_crds, reference_schema};
 use super::*;
 
 /// A small deterministic generator (xorshift), so the garbage below is the same on every run.
@@ -58,7 +58,7 @@ impl Garbage {
 
 #[test]
 fn garbage_objects_and_expressions_never_panic() {
-    let s = reference_schema("Sandbox").unwrap();
+    let s = reference_schema(&own_crds(), "Sandbox").unwrap();
     let mut g = Garbage(0x9E37_79B9_7F4A_7C15);
     for _ in 0..2000 {
         let mut obj = json!({"spec": g.value(4), "status": g.value(3)});

@@ -1,10 +1,11 @@
-//! Renders one captured trace as an SVG waterfall (rows in tree order, bars on a shared time
-//! axis, colour by service), for `docs/observability/`.
+//! One captured trace as a waterfall: rows in tree order, bars on a shared time axis. As SVG
+//! (colour by service; the pictures of `docs/observability/` and `cargo xtask dev --traces`) or
+//! as text for a terminal.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
-use crate::otlp_receiver::CapturedSpan;
+use crate::CapturedSpan;
 
 const ROW: f64 = 22.0;
 const LABEL_WIDTH: f64 = 330.0;
@@ -142,6 +143,62 @@ pub fn render_svg(title: &str, spans: &[CapturedSpan]) -> String {
     svg
 }
 
+/// Columns of the bar area in [`render_text`].
+const TEXT_BARS: usize = 40;
+
+/// The trace as text: one line per span in tree order (indented name, service, a bar on the
+/// trace's time axis, its duration), under a line with the trace id and total time.
+pub fn render_text(spans: &[CapturedSpan]) -> String {
+    let rows = tree_order(spans);
+    let start = spans.iter().map(|s| s.start_unix_nano).min().unwrap_or(0);
+    let end = spans
+        .iter()
+        .map(|s| s.end_unix_nano)
+        .max()
+        .unwrap_or(start)
+        .max(start + 1);
+    let total = (end - start) as f64;
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|(depth, span)| {
+            let launch = span
+                .attr("launch_type")
+                .map(|l| format!(" [{l}]"))
+                .unwrap_or_default();
+            format!("{}{}{launch}", "  ".repeat(*depth), span.name)
+        })
+        .collect();
+    let label_width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let service_width = rows
+        .iter()
+        .map(|(_, s)| s.service.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "trace {} · {:.1} ms\n",
+        spans.first().map(|s| s.trace_id.as_str()).unwrap_or(""),
+        total / 1e6
+    );
+    for ((_, span), label) in rows.iter().zip(&labels) {
+        let column = |t: u64| {
+            let at = (t.saturating_sub(start) as f64 / total * TEXT_BARS as f64).round();
+            (at as usize).min(TEXT_BARS)
+        };
+        let from = column(span.start_unix_nano).min(TEXT_BARS - 1);
+        let to = column(span.end_unix_nano).max(from + 1);
+        let bar: String = (0..TEXT_BARS)
+            .map(|i| if (from..to).contains(&i) { '█' } else { ' ' })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{label:<label_width$}  {:<service_width$}  |{bar}| {:>8.1} ms",
+            span.service,
+            span.duration_nanos() as f64 / 1e6
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +241,30 @@ mod tests {
         let svg = render_svg("t <1>", &spans);
         assert!(svg.starts_with("<svg") && svg.contains("t &lt;1&gt;"));
         assert_eq!(svg.matches("<rect x=").count(), 4);
+    }
+
+    #[test]
+    fn text_rows_are_indented_and_bars_sit_on_the_time_axis() {
+        let spans = vec![
+            span("root", "r", "", 0, 100),
+            span("first-half", "a", "r", 0, 50),
+            span("second-half", "b", "r", 50, 100),
+        ];
+        let text = render_text(&spans);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("trace t · 0.0 ms"), "{text}");
+        assert!(lines[1].starts_with("root "), "{text}");
+        assert!(lines[2].starts_with("  first-half "), "{text}");
+        let bar = |line: &str| line.split('|').nth(1).unwrap().to_owned();
+        assert_eq!(bar(lines[1]), "█".repeat(40));
+        assert_eq!(
+            bar(lines[2]),
+            format!("{}{}", "█".repeat(20), " ".repeat(20))
+        );
+        assert_eq!(
+            bar(lines[3]),
+            format!("{}{}", " ".repeat(20), "█".repeat(20))
+        );
     }
 }
