@@ -12,13 +12,18 @@
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
+//! - [`image`]: the controller images (OCI archives, SBOMs), built without a container daemon.
+//! - [`chart`]: the Helm chart `charts/agent-sandbox`, generated from `deploy/`.
 
 pub mod bench;
+pub mod chart;
 pub mod cli;
 pub mod crds;
 pub mod dev;
 pub mod docs;
 pub mod error;
+pub mod gotools;
+pub mod image;
 pub mod manifest;
 pub mod release;
 pub mod workspace;
