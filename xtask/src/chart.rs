@@ -175,10 +175,13 @@ fn piece_template(
             ("VERSION", "PLACEHOLDER-VERSION"),
         ],
     )?;
+    // Parsed as YAML (not through JSON) so every mapping keeps the piece's field order.
+    crate::manifest::parse_documents(&text, &format!("deploy/{relative}"))?;
     let mut documents = Vec::new();
-    for value in crate::manifest::parse_documents(&text, &format!("deploy/{relative}"))? {
-        let yaml: Value = serde_yaml::to_value(&value)
-            .map_err(|e| ChartError::Generate(format!("deploy/{relative}: {e}")))?;
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let yaml = serde::Deserialize::deserialize(document).map_err(|e: serde_yaml::Error| {
+            ChartError::Generate(format!("deploy/{relative}: {e}"))
+        })?;
         let mut doc = Holed::new(yaml);
         punch(&mut doc, controller, relative)?;
         documents.push(doc.render()?);

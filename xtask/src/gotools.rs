@@ -22,18 +22,32 @@ pub struct GoTool {
     pub name: &'static str,
     /// The package path of its `main`, as in the `tool` directive.
     pub package: &'static str,
+    /// `-X` settings the tool's own release build passes to the linker (part of the cache key).
+    pub ldflags: &'static [&'static str],
 }
 
 /// Helm 3 (`upstream/helm/go.mod`).
 pub const HELM: GoTool = GoTool {
     name: "helm",
     package: "helm.sh/helm/v3/cmd/helm",
+    // What helm's Makefile sets: without them `helm template` and `helm lint` assume Kubernetes
+    // v1.20 (the fallback in the source) and refuse a chart needing a newer one. 1.37 is one
+    // above the minor of the pinned k8s.io/client-go (v0.37.0 in upstream/helm/go.sum's graph,
+    // Helm adds 1 to its 0 major), as the Makefile computes it.
+    ldflags: &[
+        "-X helm.sh/helm/v3/internal/version.version=v3.22.0",
+        "-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1",
+        "-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37",
+        "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1",
+        "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37",
+    ],
 };
 
 /// The CNCF Distribution registry (`upstream/registry/go.mod`).
 pub const REGISTRY: GoTool = GoTool {
     name: "registry",
     package: "github.com/distribution/distribution/v3/cmd/registry",
+    ldflags: &[],
 };
 
 /// Why a tool could not be built.
@@ -59,6 +73,9 @@ impl GoTool {
                 .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
             hasher.update(&bytes);
         }
+        for flag in self.ldflags {
+            hasher.update(flag.as_bytes());
+        }
         let hash = crate::image::layer::hex(&hasher.finalize());
         let dir = workspace_root()
             .join("target")
@@ -78,7 +95,9 @@ impl GoTool {
         );
         let output = Command::new("go")
             .current_dir(&module)
-            .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+            .args(["build", "-trimpath"])
+            .arg(format!("-ldflags=-s -w {}", self.ldflags.join(" ")))
+            .arg("-o")
             .arg(&partial)
             .arg(self.package)
             .output()

@@ -167,7 +167,13 @@ impl Holed {
                         line.replace(&marker, text)
                     }
                     Hole::Block(render) => {
-                        if line.trim() != format!("HOLE-B-{index}-E: null") {
+                        let marker = format!("HOLE-B-{index}-E: null");
+                        if line.trim() == format!("- {marker}") {
+                            return Err(ChartError::Generate(format!(
+                                "hole {index} is the first key of a list item; put it after another key"
+                            )));
+                        }
+                        if line.trim() != marker {
                             continue;
                         }
                         render(indent)
@@ -189,7 +195,7 @@ impl Holed {
         }
         if let Some(unused) = used.iter().position(|used| !used) {
             return Err(ChartError::Generate(format!(
-                "hole {unused} was not found in the serialized template"
+                "hole {unused} was not found in the serialized template:\n{yaml}"
             )));
         }
         Ok(out)
