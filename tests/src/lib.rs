@@ -19,7 +19,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use api_types::Sandbox;
-use devcluster::nodes::{NodeConfig, spawn_node_agent};
+use devcluster::nodes::NodeConfig;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
 use prometheus_client::registry::Registry;
@@ -85,33 +85,28 @@ pub struct Env {
     pub client: kube::Client,
     options: EnvOptions,
     controller: Option<ControllerTask>,
-    nodes: Option<(CancellationToken, JoinHandle<()>)>,
 }
 
 impl Env {
     /// Starts devcluster on a free port, installs the core CRDs (only: core must work without
     /// the extensions), the node agent and the controller, as `options` say.
     pub async fn start(options: EnvOptions) -> Env {
-        // The simulated nodes run below, with `options.nodes`; devcluster's own node agent
-        // (default settings) would bind and start every Pod a second time.
+        // devcluster's own simulated nodes, with `options.nodes`: with them the server leaves a
+        // deleted Pod's graceful termination to its kubelet, as a real one does.
         let cluster = devcluster::DevCluster::start(devcluster::Config {
-            node_agent: false,
+            node_agent: options.nodes.is_some(),
+            nodes: options.nodes.clone().unwrap_or_default(),
             ..devcluster::Config::ephemeral()
         })
         .await
         .expect("devcluster starts");
         let client = cluster.client();
         install_crds(&client, api_types::core_crds()).await;
-        let nodes = options.nodes.clone().map(|cfg| {
-            let token = CancellationToken::new();
-            (token.clone(), spawn_node_agent(client.clone(), cfg, token))
-        });
         let mut env = Env {
             cluster,
             client,
             options,
             controller: None,
-            nodes,
         };
         if env.options.sandbox_controller {
             env.start_controller();
@@ -163,10 +158,6 @@ impl Env {
 
     pub async fn stop(mut self) {
         self.stop_controller().await;
-        if let Some((token, task)) = self.nodes.take() {
-            token.cancel();
-            let _ = tokio::time::timeout(DEADLINE, task).await;
-        }
         self.cluster.shutdown().await;
     }
 }

@@ -62,6 +62,7 @@ async fn python_sdk_claims_from_warm_and_cold_pools_then_deletes() {
         .env("KUBECONFIG", env.cluster.kubeconfig_path())
         .args([
             "--leader-elect=false",
+            "--enable-webhook=false",
             "--metrics-bind-address=0",
             "--health-probe-bind-address=0",
             "--log-format=text",

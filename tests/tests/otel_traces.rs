@@ -121,6 +121,7 @@ impl Cluster {
                 .env("RUST_LOG", "info")
                 .args([
                     "--leader-elect=false",
+                    "--enable-webhook=false",
                     &format!("--metrics-bind-address={metrics}"),
                     "--health-probe-bind-address=0",
                     "--log-format=text",

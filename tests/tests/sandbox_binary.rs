@@ -26,6 +26,8 @@ async fn binary_wiring_leads_serves_probes_and_metrics_and_releases_the_lease() 
     let args = sandbox_controller::args::Args::try_parse_from([
         "sandbox-controller",
         "--leader-election-namespace=default",
+        // devcluster calls no conversion webhook; tests/tests/conversion_webhook.rs covers it.
+        "--enable-webhook=false",
         &format!("--metrics-bind-address=127.0.0.1:{metrics}"),
         &format!("--health-probe-bind-address=127.0.0.1:{probes}"),
     ])

@@ -29,7 +29,7 @@ use serde_yaml::Value;
 use crate::image::layer::{Entry, Tree, gzip, tar_bytes};
 use crate::release::pieces::{CORE_PIECES, EXTENSIONS_PIECES, NAMESPACE_PIECE};
 use crate::workspace::{deploy_dir, workspace_root};
-use flags::{Controller, PORT_FLAGS, controllers, flags_template};
+use flags::{Controller, PORT_FLAGS, arg_template, controllers, flags_template};
 use holes::{Holed, Index, Key, Step, pad, with_block, with_items};
 
 /// Name of the chart, its directory under `charts/` and the prefix of its package.
@@ -111,9 +111,13 @@ pub fn generated_files(inputs: &ChartInputs) -> Result<BTreeMap<String, String>,
         "values.yaml".to_string(),
         values::values_yaml(&deploy, &controllers, inputs)?,
     );
+    let piece_args = controllers
+        .iter()
+        .map(|controller| Ok(values::deployment_defaults(&deploy, controller)?.args))
+        .collect::<Result<Vec<_>, ChartError>>()?;
     files.insert(
         "templates/_flags.tpl".to_string(),
-        flags_template(&controllers),
+        flags_template(&controllers, &piece_args),
     );
     files.insert(
         "templates/namespace.yaml".to_string(),
@@ -247,8 +251,20 @@ fn punch(doc: &mut Holed, controller: Option<&Controller>, origin: &str) -> Resu
     })?;
     let key = controller.key;
     if doc.get(&[Key("metadata"), Key("namespace")]).is_some() {
-        let text = if kind == "Role" || kind == "RoleBinding" {
+        let name = doc
+            .get(&[Key("metadata"), Key("name")])
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let lease = (kind == "Role" || kind == "RoleBinding") && name.ends_with("-leader-election");
+        let certs = (kind == "Role" || kind == "RoleBinding") && name.ends_with("-webhook-certs");
+        let text = if lease {
             format!("{{{{ include \"agent-sandbox.leaseNamespace\" (list $ \"{key}\") }}}}")
+        } else if certs {
+            // Where the controller keeps its webhook certificate Secret.
+            format!(
+                "{{{{ include {:?} $ }}}}",
+                arg_template(controller, WEBHOOK_NAMESPACE_FLAG)
+            )
         } else {
             namespace.to_string()
         };
@@ -275,6 +291,16 @@ fn punch(doc: &mut Holed, controller: Option<&Controller>, origin: &str) -> Resu
             )?;
         }
         "Deployment" => punch_deployment(doc, controller)?,
+        "Service" if origin.ends_with("webhook-service.yaml") => {
+            // The name the controller is told (--webhook-service-name), and the CRDs point at.
+            doc.scalar(
+                &[Key("metadata"), Key("name")],
+                format!(
+                    "{{{{ include {:?} $ }}}}",
+                    arg_template(controller, WEBHOOK_SERVICE_FLAG)
+                ),
+            )?;
+        }
         _ => {}
     }
     Ok(())
@@ -419,18 +445,25 @@ fn punch_deployment(doc: &mut Holed, controller: &Controller) -> Result<(), Char
         .unwrap_or_default();
     for (index, port) in ports.iter().enumerate() {
         let name = port.get("name").and_then(Value::as_str).unwrap_or_default();
-        let value_key = match name {
-            "metrics" => PORT_FLAGS[0].1,
-            "health" => PORT_FLAGS[1].1,
+        let text = match name {
+            "metrics" => format!(
+                "{{{{ include \"agent-sandbox.flagValue\" $c.{} }}}}",
+                PORT_FLAGS[0].1
+            ),
+            "health" => format!(
+                "{{{{ include \"agent-sandbox.flagValue\" $c.{} }}}}",
+                PORT_FLAGS[1].1
+            ),
+            "webhook" => format!(
+                "{{{{ include {:?} $ }}}}",
+                arg_template(controller, WEBHOOK_PORT_FLAG)
+            ),
             _ => continue,
         };
         let mut path = at("ports");
         path.push(Index(index));
         path.push(Key("containerPort"));
-        doc.scalar(
-            &path,
-            format!("{{{{ include \"agent-sandbox.flagValue\" $c.{value_key} }}}}"),
-        )?;
+        doc.scalar(&path, text)?;
     }
     doc.block(
         &container,
@@ -457,6 +490,19 @@ fn punch_deployment(doc: &mut Holed, controller: &Controller) -> Result<(), Char
     Ok(())
 }
 
+/// The flag naming a controller's conversion webhook Service.
+const WEBHOOK_SERVICE_FLAG: &str = "--webhook-service-name";
+/// The flag naming the namespace of that Service.
+const WEBHOOK_NAMESPACE_FLAG: &str = "--webhook-namespace";
+/// The flag of the webhook's container port.
+const WEBHOOK_PORT_FLAG: &str = "--webhook-port";
+
+/// What a CRD's conversion webhook Service name and namespace become in `files/crds/`; the
+/// template replaces them with the owning controller's `--webhook-service-name` and
+/// `--webhook-namespace`, so the CRDs follow the chart's namespace and values.
+const CRD_SERVICE_MARKER: &str = "PLACEHOLDER-WEBHOOK-SERVICE";
+const CRD_NAMESPACE_MARKER: &str = "PLACEHOLDER-WEBHOOK-NAMESPACE";
+
 /// The annotation that keeps the CRDs (and every custom resource) through `helm uninstall`.
 pub const KEEP_ANNOTATION: (&str, &str) = ("helm.sh/resource-policy", "keep");
 
@@ -468,9 +514,10 @@ fn crds() -> Result<(BTreeMap<String, String>, String), ChartError> {
          with the chart and kept by `helm uninstall` (helm.sh/resource-policy: keep). */}}\n\
          {{- if .Values.crds.install }}\n",
     );
-    for (crds, extensions) in [
-        (api_types::crds::core_crds(), false),
-        (api_types::crds::extension_crds(), true),
+    let [core, ext] = controllers();
+    for (crds, extensions, owner) in [
+        (api_types::crds::core_crds(), false, &core),
+        (api_types::crds::extension_crds(), true, &ext),
     ] {
         if extensions {
             template.push_str("{{- if include \"agent-sandbox.extensions.enabled\" . }}\n");
@@ -484,6 +531,18 @@ fn crds() -> Result<(BTreeMap<String, String>, String), ChartError> {
                 "files/crds/{}_{}.yaml",
                 crd.spec.group, crd.spec.names.plural
             );
+            let service = crd
+                .spec
+                .conversion
+                .as_mut()
+                .and_then(|c| c.webhook.as_mut())
+                .and_then(|w| w.client_config.as_mut())
+                .and_then(|c| c.service.as_mut())
+                .ok_or_else(|| {
+                    ChartError::Generate(format!("{name}: no conversion webhook Service"))
+                })?;
+            service.name = CRD_SERVICE_MARKER.to_string();
+            service.namespace = CRD_NAMESPACE_MARKER.to_string();
             let yaml = serde_yaml::to_string(&crd)
                 .map_err(|e| ChartError::Generate(format!("{name}: {e}")))?;
             files.insert(
@@ -492,7 +551,11 @@ fn crds() -> Result<(BTreeMap<String, String>, String), ChartError> {
                     "# Generated by `cargo xtask chart` from crates/api-types. Do not edit.\n{yaml}"
                 ),
             );
-            template.push_str(&format!("---\n{{{{ .Files.Get {name:?} }}}}\n"));
+            template.push_str(&format!(
+                "---\n{{{{ .Files.Get {name:?} | replace {CRD_SERVICE_MARKER:?} (include {service:?} $) | replace {CRD_NAMESPACE_MARKER:?} (include {namespace:?} $) }}}}\n",
+                service = arg_template(owner, WEBHOOK_SERVICE_FLAG),
+                namespace = arg_template(owner, WEBHOOK_NAMESPACE_FLAG),
+            ));
         }
         if extensions {
             template.push_str("{{- end }}\n");

@@ -30,8 +30,14 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Run devcluster with both controllers and a quickstart warm pool (Ctrl-C stops it).
     Dev(crate::dev::DevArgs),
+    /// Run a real control plane (etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, kwok) on loopback, built from pinned upstream releases (Ctrl-C stops it).
+    Cluster(crate::cluster::ClusterArgs),
     /// Regenerate the controller flags tables in docs/configuration.md and README.md.
     Docs(crate::docs::DocsArgs),
+    /// Move an install that stored v1alpha1 objects to v1beta1: `--phase=bootstrap` before
+    /// applying the new CRDs, `--phase=migrate` after (docs/upgrade.md).
+    Migrate(crate::migrate::MigrateArgs),
 }
 
 /// Arguments of `cargo xtask crds`.

@@ -454,13 +454,16 @@ async fn wait_for_pool(running: &mut Running, client: &kube::Client) -> Result<(
     }
 }
 
-/// The flags `cargo xtask dev` starts each controller with.
+/// The flags `cargo xtask dev` starts each controller with. No conversion webhook: devcluster
+/// does not call one (it serves v1alpha1 without converting), and two local controllers would
+/// both want port 9443.
 pub fn controller_args(kubeconfig: &Path, metrics_port: u16, probe_port: u16) -> Vec<String> {
     vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
         format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
         "--log-format=text".to_owned(),
+        "--enable-webhook=false".to_owned(),
     ]
 }
 
@@ -506,6 +509,7 @@ mod tests {
                 "--metrics-bind-address=127.0.0.1:4000",
                 "--health-probe-bind-address=127.0.0.1:4001",
                 "--log-format=text",
+                "--enable-webhook=false",
             ]
         );
     }

@@ -54,6 +54,10 @@ pub enum XtaskError {
     /// `cargo xtask crds --check` found committed CRD files that differ from the Rust types.
     #[error("{dir} is out of date ({details}); run `cargo xtask crds` and commit the result")]
     CrdsOutOfDate { dir: String, details: String },
+
+    /// `cargo xtask migrate` could not run, or a phase finished with errors.
+    #[error("migrate: {0}")]
+    Migrate(String),
 }
 
 impl XtaskError {

@@ -11,13 +11,18 @@
 //!   k8s-openapi type its `apiVersion`/`kind` claims.
 //! - [`workspace`]: where the repository's files are.
 //! - [`dev`]: `cargo xtask dev`, devcluster + both controllers + the quickstart pool locally.
+//! - [`cluster`]: `cargo xtask cluster`, a real control plane (the `realcluster` crate) in the
+//!   foreground.
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
 //! - [`image`]: the controller images (OCI archives, SBOMs), built without a container daemon.
 //! - [`chart`]: the Helm chart `charts/agent-sandbox`, generated from `deploy/`.
+//! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
+//!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
 pub mod chart;
 pub mod cli;
+pub mod cluster;
 pub mod crds;
 pub mod dev;
 pub mod docs;
@@ -25,6 +30,7 @@ pub mod error;
 pub mod gotools;
 pub mod image;
 pub mod manifest;
+pub mod migrate;
 pub mod release;
 pub mod workspace;
 

@@ -20,7 +20,9 @@ fn main() -> ExitCode {
             }
         },
         Command::Dev(args) => return xtask::dev::main(args),
+        Command::Cluster(args) => return xtask::cluster::main(args),
         Command::Docs(args) => return xtask::docs::main(args),
+        Command::Migrate(args) => xtask::migrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -438,6 +438,29 @@ fn a_digest_pins_the_image_and_the_namespace_follows_the_values() {
         format!("{REGISTRY}/extensions-controller:{VERSION}@{digest}")
     );
     assert!(!objects.iter().any(|o| o["kind"] == "Namespace"));
+    // The conversion webhooks follow: each controller is told the namespace, and every CRD
+    // points at its controller's Service there.
+    for name in ["sandbox-controller", "extensions-controller"] {
+        assert!(
+            args(&objects, name).contains(&"--webhook-namespace=team-a".to_string()),
+            "{name}"
+        );
+    }
+    let crds: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .collect();
+    assert_eq!(crds.len(), 4);
+    for crd in crds {
+        let service = &crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+        assert_eq!(service["namespace"], "team-a", "{}", key(crd));
+        let expected = if crd["spec"]["group"] == "agents.x-k8s.io" {
+            "sandbox-controller-webhook"
+        } else {
+            "extensions-controller-webhook"
+        };
+        assert_eq!(service["name"], expected, "{}", key(crd));
+    }
     for object in &objects {
         if let Some(namespace) = object["metadata"]["namespace"].as_str() {
             assert_eq!(namespace, "team-a", "{}", key(object));
@@ -472,4 +495,65 @@ fn the_prometheus_rule_alerts_for_each_metrics_service() {
             "{rule}"
         );
     }
+}
+
+#[test]
+fn a_webhook_service_name_and_port_reach_the_service_the_crds_and_the_container() {
+    if skipped() {
+        return;
+    }
+    let objects = template(&[
+        "--set",
+        "extensionsController.flags.webhookServiceName=ext-conversion",
+        "--set",
+        "extensionsController.flags.webhookPort=9555",
+    ]);
+    let ext = args(&objects, "extensions-controller");
+    assert!(
+        ext.contains(&"--webhook-service-name=ext-conversion".to_string()),
+        "{ext:?}"
+    );
+    assert!(ext.contains(&"--webhook-port=9555".to_string()), "{ext:?}");
+    let core = args(&objects, "sandbox-controller");
+    assert!(
+        core.contains(&"--webhook-service-name=sandbox-controller-webhook".to_string()),
+        "{core:?}"
+    );
+    assert!(
+        core.contains(&"--webhook-port=9443".to_string()),
+        "{core:?}"
+    );
+    assert!(objects.iter().any(|o| o["kind"] == "Service"
+        && o["metadata"]["name"] == "ext-conversion"
+        && o["spec"]["ports"][0]["targetPort"] == "webhook"));
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["metadata"]["name"] == "extensions-controller-webhook")
+    );
+    let ports = &deployment(&objects, "extensions-controller")["spec"]["template"]["spec"]["containers"]
+        [0]["ports"];
+    assert!(
+        ports
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9555),
+        "{ports}"
+    );
+    for crd in objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let service = &crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"];
+        let expected = if crd["spec"]["group"] == "agents.x-k8s.io" {
+            "sandbox-controller-webhook"
+        } else {
+            "ext-conversion"
+        };
+        assert_eq!(service["name"], expected, "{}", key(crd));
+    }
+    // One name for both Services cannot work: the reference's single key fails, saying why.
+    let error = template_error(&["--set", "controller.webhookServiceName=shared"]);
+    assert!(error.contains("one name"), "{error}");
 }

@@ -178,7 +178,10 @@ async fn kubectl_apply_creates_exactly_the_listed_objects() {
             ("ClusterRoleBinding", "", "agent-sandbox-controller"),
             ("Role", NS, "sandbox-controller-leader-election"),
             ("RoleBinding", NS, "sandbox-controller-leader-election"),
+            ("Role", NS, "sandbox-controller-webhook-certs"),
+            ("RoleBinding", NS, "sandbox-controller-webhook-certs"),
             ("Service", NS, "sandbox-controller-metrics"),
+            ("Service", NS, "sandbox-controller-webhook"),
             ("Deployment", NS, "sandbox-controller"),
         ]),
         "kubectl said:\n{out}"
@@ -217,7 +220,10 @@ async fn kubectl_apply_creates_exactly_the_listed_objects() {
             ),
             ("Role", NS, "extensions-controller-leader-election"),
             ("RoleBinding", NS, "extensions-controller-leader-election"),
+            ("Role", NS, "extensions-controller-webhook-certs"),
+            ("RoleBinding", NS, "extensions-controller-webhook-certs"),
             ("Service", NS, "extensions-controller-metrics"),
+            ("Service", NS, "extensions-controller-webhook"),
             ("Deployment", NS, "extensions-controller"),
         ]),
         "kubectl said:\n{out}"
@@ -231,7 +237,7 @@ async fn kubectl_apply_creates_exactly_the_listed_objects() {
     )
     .await;
     assert_eq!(snapshot(&client).await, both, "kubectl said:\n{out}");
-    assert_eq!(out.lines().count(), 19, "{out}");
+    assert_eq!(out.lines().count(), 25, "{out}");
     assert!(out.lines().all(|l| l.ends_with(" unchanged")), "{out}");
     cluster.shutdown().await;
 }

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, ServiceAccount};
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use xtask::crds::{CrdFile, all_crd_files, compare_crd_dir};
 use xtask::manifest::{ObjectKey, TypedObject, parse_documents, parse_typed_manifest};
 use xtask::release::{
@@ -98,7 +99,10 @@ fn sandbox_yaml_holds_exactly_the_core_objects() {
             "ClusterRoleBinding agent-sandbox-controller",
             "Role agent-sandbox-system/sandbox-controller-leader-election",
             "RoleBinding agent-sandbox-system/sandbox-controller-leader-election",
+            "Role agent-sandbox-system/sandbox-controller-webhook-certs",
+            "RoleBinding agent-sandbox-system/sandbox-controller-webhook-certs",
             "Service agent-sandbox-system/sandbox-controller-metrics",
+            "Service agent-sandbox-system/sandbox-controller-webhook",
             "Deployment agent-sandbox-system/sandbox-controller",
         ])
     );
@@ -126,7 +130,10 @@ fn extensions_yaml_holds_exactly_the_extension_objects() {
             "ClusterRoleBinding agent-sandbox-controller-extensions",
             "Role agent-sandbox-system/extensions-controller-leader-election",
             "RoleBinding agent-sandbox-system/extensions-controller-leader-election",
+            "Role agent-sandbox-system/extensions-controller-webhook-certs",
+            "RoleBinding agent-sandbox-system/extensions-controller-webhook-certs",
             "Service agent-sandbox-system/extensions-controller-metrics",
+            "Service agent-sandbox-system/extensions-controller-webhook",
             "Deployment agent-sandbox-system/extensions-controller",
         ])
     );
@@ -302,6 +309,13 @@ fn core_controller_rbac_is_exactly_what_it_needs() {
         &["create", "patch"],
         None,
     ));
+    // The conversion webhook's caBundle, on this controller's CRD only.
+    want.extend(expand(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        &["get", "patch"],
+        Some("sandboxes.agents.x-k8s.io"),
+    ));
     assert_eq!(cluster, want);
 
     let mut want_leases: BTreeSet<String> = BTreeSet::new();
@@ -318,6 +332,38 @@ fn core_controller_rbac_is_exactly_what_it_needs() {
         Some("a3317529.agent-sandbox.x-k8s.io"),
     ));
     assert_eq!(leases, want_leases);
+    assert_eq!(
+        webhook_certs_grants(&release.sandbox, "sandbox-controller-webhook-certs"),
+        want_webhook_certs("sandbox-controller-webhook-certs")
+    );
+}
+
+/// The grants of the Role that lets a controller keep its webhook certificate Secret.
+fn webhook_certs_grants(objects: &[TypedObject], role: &str) -> BTreeSet<String> {
+    objects
+        .iter()
+        .find_map(|object| match object {
+            TypedObject::Role(r) if r.metadata.name.as_deref() == Some(role) => {
+                assert_eq!(r.metadata.namespace.as_deref(), Some(NAMESPACE));
+                Some(grants(r.rules.as_deref().unwrap_or_default()))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("Role {role} present"))
+}
+
+/// Create any Secret (RBAC cannot limit create by name), read and replace only its own.
+fn want_webhook_certs(secret: &str) -> BTreeSet<String> {
+    let mut want: BTreeSet<String> = expand("core", &["secrets"], &["create"], None)
+        .into_iter()
+        .collect();
+    want.extend(expand(
+        "core",
+        &["secrets"],
+        &["get", "update"],
+        Some(secret),
+    ));
+    want
 }
 
 #[test]
@@ -373,7 +419,23 @@ fn extensions_controller_rbac_is_exactly_what_it_needs() {
         &["create", "patch"],
         None,
     ));
+    for crd in [
+        "sandboxtemplates.extensions.agents.x-k8s.io",
+        "sandboxwarmpools.extensions.agents.x-k8s.io",
+        "sandboxclaims.extensions.agents.x-k8s.io",
+    ] {
+        want.extend(expand(
+            "apiextensions.k8s.io",
+            &["customresourcedefinitions"],
+            &["get", "patch"],
+            Some(crd),
+        ));
+    }
     assert_eq!(cluster, want);
+    assert_eq!(
+        webhook_certs_grants(&release.extensions, "extensions-controller-webhook-certs"),
+        want_webhook_certs("extensions-controller-webhook-certs")
+    );
 
     let mut want_leases: BTreeSet<String> = BTreeSet::new();
     want_leases.extend(expand(
@@ -417,7 +479,7 @@ fn no_role_grants_a_wildcard() {
             }
         }
     }
-    assert_eq!(checked, 4, "two ClusterRoles and two Roles");
+    assert_eq!(checked, 6, "two ClusterRoles and four Roles");
 }
 
 #[test]
@@ -518,7 +580,12 @@ fn deployments_run_the_released_images_with_the_agreed_flags() {
             [
                 "--leader-elect=true",
                 "--metrics-bind-address=:8080",
-                "--health-probe-bind-address=:8081"
+                "--health-probe-bind-address=:8081",
+                "--enable-webhook=true",
+                "--manage-webhook-certs=true",
+                "--webhook-port=9443",
+                &format!("--webhook-service-name={name}-webhook"),
+                "--webhook-namespace=agent-sandbox-system",
             ]
         );
         let env: BTreeMap<_, _> = container
@@ -561,7 +628,11 @@ fn deployments_run_the_released_images_with_the_agreed_flags() {
             .collect();
         assert_eq!(
             ports,
-            [("metrics".to_string(), 8080), ("health".to_string(), 8081)]
+            [
+                ("metrics".to_string(), 8080),
+                ("health".to_string(), 8081),
+                ("webhook".to_string(), 9443)
+            ]
         );
         let labels = deployment.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
@@ -667,6 +738,15 @@ fn metrics_services_select_their_own_controller() {
         let TypedObject::Service(service) = object else {
             continue;
         };
+        if !service
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .ends_with("-metrics")
+        {
+            continue;
+        }
         let spec = service.spec.as_ref().expect("service spec");
         let selector = spec.selector.clone().unwrap_or_default();
         let port = &spec.ports.as_deref().unwrap_or_default()[0];
@@ -700,6 +780,70 @@ fn metrics_services_select_their_own_controller() {
             ),
         ]
     );
+}
+
+/// Each CRD's conversion webhook is the Service of the controller that owns the CRD, in the
+/// same file, on port 443 to the container port `webhook`, and the controller is told that
+/// Service's name (it writes it into its certificate and the CRD).
+#[test]
+fn webhook_services_reach_the_controller_that_owns_the_crds() {
+    let release = release();
+    for (file, controller, crds) in [
+        (&release.sandbox, "sandbox-controller", 1),
+        (&release.extensions, "extensions-controller", 3),
+    ] {
+        let service_name = format!("{controller}-webhook");
+        let service = file
+            .iter()
+            .find_map(|object| match object {
+                TypedObject::Service(s) if s.metadata.name.as_deref() == Some(&service_name) => {
+                    Some(s)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("Service {service_name} in the {controller} file"));
+        let spec = service.spec.as_ref().unwrap();
+        let ports = spec.ports.as_deref().unwrap_or_default();
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].port, 443);
+        assert_eq!(ports[0].name.as_deref(), Some("webhook"));
+        assert_eq!(
+            ports[0].target_port,
+            Some(IntOrString::String("webhook".into()))
+        );
+        let deployment = deployments(file)[0];
+        let pod_labels = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        let selector = spec.selector.clone().unwrap_or_default();
+        assert!(!selector.is_empty());
+        assert!(selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
+        let args = only_container(deployment).args.clone().unwrap_or_default();
+        assert!(args.contains(&format!("--webhook-service-name={service_name}")));
+
+        let mut pointing = 0;
+        for object in file.iter() {
+            let TypedObject::CustomResourceDefinition(crd) = object else {
+                continue;
+            };
+            let service = crd
+                .spec
+                .conversion
+                .as_ref()
+                .and_then(|c| c.webhook.as_ref())
+                .and_then(|w| w.client_config.as_ref())
+                .and_then(|c| c.service.as_ref())
+                .expect("webhook conversion");
+            assert_eq!(service.name, service_name);
+            assert_eq!(service.namespace, NAMESPACE);
+            assert_eq!(service.path.as_deref(), Some("/convert"));
+            pointing += 1;
+        }
+        assert_eq!(pointing, crds);
+    }
 }
 
 #[test]

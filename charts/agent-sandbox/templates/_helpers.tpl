@@ -112,6 +112,9 @@ follows its flag); an unknown flag fails the rendering instead of crash-looping 
 {{- $ref := .Values.controller | default dict -}}
 {{- $known := include "agent-sandbox.controllerKeys" . | fromJsonArray -}}
 {{- range $name, $_ := $ref -}}
+{{- if eq $name "webhookServiceName" -}}
+{{- fail "controller.webhookServiceName would give both controllers' conversion webhook Services one name; set sandboxController.flags.webhookServiceName and/or extensionsController.flags.webhookServiceName" -}}
+{{- end -}}
 {{- if not (has $name $known) -}}
 {{- fail (printf "controller.%s is not a flag of either controller; the keys are: %s (docs/configuration.md lists what each does)" $name (join ", " $known)) -}}
 {{- end -}}

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// The API group of the core `Sandbox` kind.
 pub const SANDBOX_GROUP: &str = "agents.x-k8s.io";
-/// The only served version.
+/// The hub version: served and stored (v1alpha1 is served too, see `crate::v1alpha1`).
 pub const API_VERSION: &str = "v1beta1";
 
 /// The CEL transition rule that makes `Sandbox.spec.volumeClaimTemplates` immutable.

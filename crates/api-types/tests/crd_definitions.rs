@@ -1,5 +1,6 @@
 //! What `kubectl` and the API server see of our CRDs besides the schema: names, scope, short
-//! names, printer columns, subresources, scale paths, the CEL rule, and the install order.
+//! names, versions, printer columns, subresources, scale paths, the CEL rule, the conversion
+//! webhook, and the install order.
 
 use std::sync::LazyLock;
 
@@ -22,11 +23,20 @@ fn extension_crds() -> Vec<CustomResourceDefinition> {
 }
 
 fn v1beta1(crd: &CustomResourceDefinition) -> &CustomResourceDefinitionVersion {
-    assert_eq!(crd.spec.versions.len(), 1, "we serve only v1beta1");
+    let names: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["v1beta1", "v1alpha1"],
+        "v1beta1 first, then v1alpha1"
+    );
     let version = &crd.spec.versions[0];
-    assert_eq!(version.name, "v1beta1");
     assert!(version.served && version.storage);
     version
+}
+
+fn v1alpha1(crd: &CustomResourceDefinition) -> &CustomResourceDefinitionVersion {
+    v1beta1(crd);
+    &crd.spec.versions[1]
 }
 
 fn columns(crd: &CustomResourceDefinition) -> Vec<(String, String, String)> {
@@ -132,11 +142,87 @@ fn names_and_scope_match_the_reference() {
             crd.metadata.name.as_deref(),
             Some(format!("{plural}.{group}").as_str())
         );
-        assert!(
-            crd.spec.conversion.is_none(),
-            "{kind}: no conversion webhook (v1beta1 only)"
+    }
+}
+
+#[test]
+fn v1alpha1_is_served_deprecated_and_not_stored_with_the_reference_warning() {
+    let crds: Vec<_> = core_crds().into_iter().chain(extension_crds()).collect();
+    for crd in &crds {
+        let alpha = v1alpha1(crd);
+        let (group, kind) = (&crd.spec.group, &crd.spec.names.kind);
+        assert!(alpha.served && !alpha.storage, "{kind}");
+        assert_eq!(alpha.deprecated, Some(true), "{kind}");
+        assert_eq!(
+            alpha.deprecation_warning.as_deref(),
+            Some(
+                format!(
+                    "{group}/v1alpha1 {kind} is deprecated; use {group}/v1beta1 {kind} instead"
+                )
+                .as_str()
+            )
+        );
+        let beta = v1beta1(crd);
+        assert_eq!(beta.deprecated, None, "{kind}: v1beta1 is not deprecated");
+    }
+}
+
+#[test]
+fn each_crd_is_converted_by_the_webhook_of_the_controller_that_owns_it() {
+    let owners = core_crds()
+        .into_iter()
+        .map(|crd| (crd, "sandbox-controller-webhook"))
+        .chain(
+            extension_crds()
+                .into_iter()
+                .map(|crd| (crd, "extensions-controller-webhook")),
+        );
+    for (crd, service) in owners {
+        let conversion = serde_json::to_value(crd.spec.conversion.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            conversion,
+            json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "conversionReviewVersions": ["v1", "v1beta1"],
+                    "clientConfig": {"service": {
+                        "name": service,
+                        "namespace": "agent-sandbox-system",
+                        "path": "/convert",
+                    }},
+                },
+            }),
+            "{:?}: no caBundle (the controller patches it in), port 443 by default",
+            crd.metadata.name
         );
     }
+}
+
+#[test]
+fn v1alpha1_keeps_its_own_subresources_and_columns() {
+    let core = core_crds();
+    let ext = extension_crds();
+    let sandbox = v1alpha1(&core[0]);
+    let scale = sandbox
+        .subresources
+        .as_ref()
+        .and_then(|s| s.scale.as_ref())
+        .expect("v1alpha1 Sandbox has the scale subresource");
+    assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+    assert!(
+        sandbox.additional_printer_columns.is_none(),
+        "v1alpha1 Sandbox has no printer columns"
+    );
+    assert!(v1alpha1(&ext[0]).subresources.is_none());
+    assert_eq!(
+        v1alpha1(&ext[1])
+            .additional_printer_columns
+            .as_ref()
+            .map(Vec::len),
+        Some(3),
+        "the pool's columns are the same in both versions"
+    );
+    assert!(v1alpha1(&ext[2]).additional_printer_columns.is_none());
 }
 
 #[test]

@@ -1,10 +1,14 @@
 //! Schema parity with the reference implementation's CRDs.
 //!
-//! Walks the v1beta1 `openAPIV3Schema` of every reference CRD in `<spec>/reference-crds/` next to
-//! ours and fails on every property path whose schema keywords differ (type, format, enum,
-//! default, required, nullable, validation limits, CEL rules and the `x-kubernetes-*` markers),
-//! and on properties that exist on only one side. Descriptions are ignored: the reference is
-//! generated with `maxDescLen=0`. Intentional differences live in [`ALLOWED_DIFFERENCES`].
+//! Walks the `openAPIV3Schema` of every version (`v1beta1` and `v1alpha1`) of every reference CRD
+//! in `<spec>/reference-crds/` next to ours and fails on every property path whose schema
+//! keywords differ (type, format, enum, default, required, nullable, validation limits, CEL rules
+//! and the `x-kubernetes-*` markers), and on properties that exist on only one side.
+//! Descriptions are ignored: the reference is generated with `maxDescLen=0`. Intentional
+//! differences live in [`ALLOWED_DIFFERENCES`].
+//!
+//! The other tests compare what the API server does with each version (served, storage,
+//! deprecation, printer columns, subresources), the version order, and the conversion block.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,10 +16,13 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
-/// `(crd name, property path, what differs, one-line reason)`. Paths look like
+/// `(crd name, version, property path, what differs, one-line reason)`. Paths look like
 /// `.spec.podTemplate.spec.containers[].ports[].protocol`; `what` is a schema keyword, or
 /// `missing` (only the reference has the property) / `extra` (only ours has it).
-const ALLOWED_DIFFERENCES: &[(&str, &str, &str, &str)] = &[];
+const ALLOWED_DIFFERENCES: &[(&str, &str, &str, &str, &str)] = &[];
+
+/// The versions every CRD serves, in the order the CRDs list them.
+const VERSIONS: [&str; 2] = ["v1beta1", "v1alpha1"];
 
 /// `$AGENT_SANDBOX_SPEC_DIR`, else `<CARGO_MANIFEST_DIR>/../../../shared/spec` (CI layout), else
 /// the nearest `shared/spec` above the crate (a git worktree nested deeper).
@@ -146,27 +153,23 @@ fn walk(path: &str, reference: &Value, ours: &Value, out: &mut Vec<Difference>) 
     }
 }
 
-fn v1beta1_schema(crd: &Value) -> Option<Value> {
+fn version_of(crd: &Value, version: &str) -> Option<Value> {
     crd.pointer("/spec/versions")?
         .as_array()?
         .iter()
-        .find(|v| v.get("name").and_then(Value::as_str) == Some("v1beta1"))?
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
+        .cloned()
+}
+
+fn schema_of(crd: &Value, version: &str) -> Option<Value> {
+    version_of(crd, version)?
         .pointer("/schema/openAPIV3Schema")
         .cloned()
 }
 
-fn our_crds() -> BTreeMap<String, CustomResourceDefinition> {
-    api_types::core_crds()
-        .into_iter()
-        .chain(api_types::extension_crds())
-        .map(|crd| (crd.metadata.name.clone().unwrap_or_default(), crd))
-        .collect()
-}
-
-#[test]
-fn v1beta1_schemas_match_the_reference_crds_path_by_path() {
+/// The four reference CRDs as JSON, by name.
+fn reference_crds() -> BTreeMap<String, Value> {
     let dir = spec_dir().join("reference-crds");
-    let ours = our_crds();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -179,49 +182,75 @@ fn v1beta1_schemas_match_the_reference_crds_path_by_path() {
         "expected the four reference CRDs in {}",
         dir.display()
     );
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let reference: Value = serde_yaml::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not YAML: {e}", file.display()));
+            let name = reference
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned();
+            (name, reference)
+        })
+        .collect()
+}
 
+fn our_crds() -> BTreeMap<String, CustomResourceDefinition> {
+    api_types::core_crds()
+        .into_iter()
+        .chain(api_types::extension_crds())
+        .map(|crd| (crd.metadata.name.clone().unwrap_or_default(), crd))
+        .collect()
+}
+
+#[test]
+fn schemas_of_both_versions_match_the_reference_crds_path_by_path() {
+    let ours = our_crds();
     let mut report = Vec::new();
     let mut used_allowances = BTreeSet::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let reference: Value = serde_yaml::from_str(&text)
-            .unwrap_or_else(|e| panic!("{} is not YAML: {e}", file.display()));
-        let name = reference
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap()
-            .to_owned();
+    for (name, reference) in reference_crds() {
         let Some(crd) = ours.get(&name) else {
             report.push(format!("{name}: we generate no such CRD"));
             continue;
         };
-        let reference_schema = v1beta1_schema(&reference).expect("reference has a v1beta1 schema");
-        let our_schema = v1beta1_schema(&serde_json::to_value(crd).unwrap())
-            .unwrap_or_else(|| panic!("our {name} has no v1beta1 openAPIV3Schema"));
-        let mut diffs = Vec::new();
-        walk("", &reference_schema, &our_schema, &mut diffs);
-        for d in diffs {
-            let allowed = ALLOWED_DIFFERENCES.iter().position(|(crd, path, what, _)| {
-                *crd == name && *path == d.path && *what == d.what
-            });
-            match allowed {
-                Some(i) => {
-                    used_allowances.insert(i);
+        let ours = serde_json::to_value(crd).unwrap();
+        for version in VERSIONS {
+            let reference_schema = schema_of(&reference, version)
+                .unwrap_or_else(|| panic!("reference {name} has no {version} schema"));
+            let Some(our_schema) = schema_of(&ours, version) else {
+                report.push(format!("{name}: we have no {version} openAPIV3Schema"));
+                continue;
+            };
+            let mut diffs = Vec::new();
+            walk("", &reference_schema, &our_schema, &mut diffs);
+            for d in diffs {
+                let allowed = ALLOWED_DIFFERENCES
+                    .iter()
+                    .position(|(crd, v, path, what, _)| {
+                        *crd == name && *v == version && *path == d.path && *what == d.what
+                    });
+                match allowed {
+                    Some(i) => {
+                        used_allowances.insert(i);
+                    }
+                    None => report.push(format!(
+                        "{name} {version}: {} [{}] reference={} ours={}",
+                        if d.path.is_empty() { "<root>" } else { &d.path },
+                        d.what,
+                        d.reference,
+                        d.ours
+                    )),
                 }
-                None => report.push(format!(
-                    "{name}: {} [{}] reference={} ours={}",
-                    if d.path.is_empty() { "<root>" } else { &d.path },
-                    d.what,
-                    d.reference,
-                    d.ours
-                )),
             }
         }
     }
-    for (i, (crd, path, what, reason)) in ALLOWED_DIFFERENCES.iter().enumerate() {
+    for (i, (crd, version, path, what, reason)) in ALLOWED_DIFFERENCES.iter().enumerate() {
         if !used_allowances.contains(&i) {
             report.push(format!(
-                "stale allow-list entry ({crd}, {path}, {what}: {reason}): no longer differs"
+                "stale allow-list entry ({crd} {version}, {path}, {what}: {reason}): no longer differs"
             ));
         }
     }
@@ -233,25 +262,14 @@ fn v1beta1_schemas_match_the_reference_crds_path_by_path() {
     );
 }
 
-/// Everything of the v1beta1 version and the CRD names except the schema: printer columns,
-/// subresources (status, scale paths), served/storage, and names, scope and group.
+/// Everything of each version and the CRD names except the schema: printer columns,
+/// subresources (status, scale paths), served/storage, deprecation and its warning, the order of
+/// the versions, and names, scope and group.
 #[test]
-fn v1beta1_names_columns_and_subresources_match_the_reference_crds() {
-    let dir = spec_dir().join("reference-crds");
+fn versions_names_columns_and_subresources_match_the_reference_crds() {
     let ours = our_crds();
     let mut report = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let file = entry.unwrap().path();
-        if file.extension().is_none_or(|x| x != "yaml") {
-            continue;
-        }
-        let reference: Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        let name = reference
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap()
-            .to_owned();
+    for (name, reference) in reference_crds() {
         let Some(crd) = ours.get(&name) else {
             report.push(format!("{name}: we generate no such CRD"));
             continue;
@@ -266,30 +284,42 @@ fn v1beta1_names_columns_and_subresources_match_the_reference_crds() {
                 ));
             }
         }
-        let version = |crd: &Value| -> Option<Value> {
-            crd.pointer("/spec/versions")?
-                .as_array()?
-                .iter()
-                .find(|v| v.get("name").and_then(Value::as_str) == Some("v1beta1"))
-                .cloned()
+        let names = |crd: &Value| -> Vec<String> {
+            crd.pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.get("name").and_then(Value::as_str).map(String::from))
+                .collect()
         };
-        let (reference_version, our_version) = (version(&reference), version(&ours));
-        for key in [
-            "additionalPrinterColumns",
-            "subresources",
-            "served",
-            "storage",
-            "deprecated",
-            "selectableFields",
-        ] {
-            let r = reference_version.as_ref().and_then(|v| v.get(key));
-            let o = our_version.as_ref().and_then(|v| v.get(key));
-            if r != o {
-                report.push(format!(
-                    "{name}: v1beta1 {key} reference={} ours={}",
-                    show(r),
-                    show(o)
-                ));
+        if names(&reference) != names(&ours) {
+            report.push(format!(
+                "{name}: versions reference={:?} ours={:?}",
+                names(&reference),
+                names(&ours)
+            ));
+        }
+        for version in VERSIONS {
+            let (reference_version, our_version) =
+                (version_of(&reference, version), version_of(&ours, version));
+            for key in [
+                "additionalPrinterColumns",
+                "subresources",
+                "served",
+                "storage",
+                "deprecated",
+                "deprecationWarning",
+                "selectableFields",
+            ] {
+                let r = reference_version.as_ref().and_then(|v| v.get(key));
+                let o = our_version.as_ref().and_then(|v| v.get(key));
+                if r != o {
+                    report.push(format!(
+                        "{name}: {version} {key} reference={} ours={}",
+                        show(r),
+                        show(o)
+                    ));
+                }
             }
         }
     }
@@ -298,4 +328,36 @@ fn v1beta1_names_columns_and_subresources_match_the_reference_crds() {
         "differences from the reference CRDs:\n{}",
         report.join("\n")
     );
+}
+
+/// The reference's conversion block, except that each CRD points at the Service of the
+/// controller that owns it (the reference has one controller and one Service for all four).
+#[test]
+fn conversion_blocks_match_the_reference_but_name_each_controllers_service() {
+    let ours = our_crds();
+    let mut report = Vec::new();
+    for (name, reference) in reference_crds() {
+        let Some(crd) = ours.get(&name) else {
+            report.push(format!("{name}: we generate no such CRD"));
+            continue;
+        };
+        let ours = serde_json::to_value(crd).unwrap();
+        let mut expected = reference
+            .pointer("/spec/conversion")
+            .cloned()
+            .unwrap_or_else(|| panic!("reference {name} has no conversion block"));
+        let service = if name == "sandboxes.agents.x-k8s.io" {
+            "sandbox-controller-webhook"
+        } else {
+            "extensions-controller-webhook"
+        };
+        expected["webhook"]["clientConfig"]["service"]["name"] = Value::from(service);
+        if ours.pointer("/spec/conversion") != Some(&expected) {
+            report.push(format!(
+                "{name}: conversion expected={expected} ours={}",
+                show(ours.pointer("/spec/conversion"))
+            ));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
 }

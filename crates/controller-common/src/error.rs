@@ -62,6 +62,9 @@ pub enum Error {
     /// The controllers did not finish within the graceful-shutdown timeout after a signal.
     #[error("controllers did not stop within {0:?} of the shutdown signal")]
     ShutdownTimedOut(std::time::Duration),
+    /// The conversion webhook could not be set up (certificates, CRDs, listener).
+    #[error("conversion webhook: {0}")]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 impl Error {

@@ -18,6 +18,7 @@
 //! | [`metrics`] | controller-runtime named reconcile/workqueue metrics ([`ControllerMetrics`]) |
 //! | [`runtime`] | [`Runtime`]: the whole lifecycle in one call |
 //! | [`runner`] | [`runner::Runner`]: the reconcile loop, a first come, first served work queue (client-go semantics) |
+//! | [`webhook`] | the CRD conversion webhook: `ConversionReview` handling, HTTPS on every replica, managed or mounted certificates, the caBundle of the binary's own CRDs (the conversion functions come from the binary) |
 //!
 //! # Example: a binary's `main`
 //!
@@ -88,6 +89,7 @@ pub mod request_metrics;
 pub mod runner;
 pub mod runtime;
 pub mod telemetry;
+pub mod webhook;
 pub mod work_queue;
 
 pub use admin::{Readiness, ReadyGate};

@@ -74,16 +74,19 @@ impl Action {
 }
 
 /// The `Owner` keys an owned object's event names: one per owner reference of that kind and
-/// API version, in the object's namespace (as kube-runtime's `owns` maps them).
+/// API group, in the object's namespace (as kube-runtime's `owns` maps them, except that the
+/// version is not compared: an owner reference keeps the `apiVersion` it was written with, and
+/// objects made by older installs still say `v1alpha1` of a kind now served as `v1beta1`).
 pub fn owners<Owner>(meta: &ObjectMeta) -> Vec<ObjectRef<Owner>>
 where
     Owner: Resource<DynamicType = ()>,
 {
     let kind = Owner::kind(&());
-    let api_version = Owner::api_version(&());
+    let group = Owner::group(&());
     let mut refs = Vec::new();
     for owner in meta.owner_references.iter().flatten() {
-        if owner.kind == kind && owner.api_version == api_version {
+        let owner_group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
+        if owner.kind == kind && owner_group == group {
             let key = ObjectRef::new(&owner.name);
             refs.push(match meta.namespace.as_deref() {
                 Some(ns) => key.within(ns),

@@ -179,7 +179,7 @@ fn remove_finalizer(state: &SharedState, key: &ObjectKey, finalizer: &str) {
             fins.retain(|f| f != finalizer);
             let mut obj = (**current).clone();
             meta::set_finalizers(&mut obj, fins.clone());
-            if fins.is_empty() && obj.pointer("/metadata/deletionTimestamp").is_some() {
+            if meta::finalized(&obj) {
                 Ok(WriteOp::Delete)
             } else {
                 Ok(WriteOp::Put(obj))

@@ -49,7 +49,7 @@ struct Args {
     /// Fraction of scheduled pods that fail.
     #[arg(long, default_value_t = 0.0)]
     failure_fraction: f64,
-    /// Upper bound of the time a terminating pod takes to go (its grace period applies when shorter).
+    /// Time a container takes to exit after TERM when its pod is deleted (the grace period caps it).
     #[arg(long, default_value = "0")]
     pod_termination_delay: String,
     /// Seed of the simulated nodes' random decisions.

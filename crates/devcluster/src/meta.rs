@@ -269,3 +269,16 @@ mod object_meta_tests {
         );
     }
 }
+
+/// Whether a terminating object is done: its finalizers are all gone and no grace period runs
+/// (a pod in its grace period stays, however its finalizers go, until its kubelet deletes it
+/// with grace 0 once its containers have stopped).
+pub fn finalized(obj: &Value) -> bool {
+    let in_grace_period = obj
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    obj.pointer("/metadata/deletionTimestamp").is_some()
+        && finalizers(obj).is_empty()
+        && !in_grace_period
+}

@@ -1,8 +1,8 @@
 //! Simulated nodes: a scheduler, kubelets and a volume binder that make pods and claims live.
 //!
 //! The agent is an ordinary API client (kube-runtime watchers and reflector stores of pods and
-//! PVCs, each with the controllers' first come, first served work queue,
-//! `controller_common::runner`), so it exercises the server exactly as a real scheduler and
+//! PVCs, each with a first come, first served work loop of its own, `work_loop.rs`), so it
+//! exercises the server exactly as a real scheduler and
 //! kubelet would (a devcluster hands it a client that calls the server's router in process,
 //! without a socket):
 //!
@@ -14,11 +14,15 @@
 //!   `ContainersReady`, `Ready`, `PodScheduled` (and `PodReadyToStartContainers`), `podIP(s)` from
 //!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
-//! - a terminating pod (`deletionTimestamp` set) stops after `min(grace period, termination
-//!   delay)`, counted from the deletion request (the stamp's whole seconds, or when the agent
-//!   first saw it if later): its status reports the containers terminated and the terminal
-//!   phase (`Succeeded`, or `Failed` if a container had failed), then it is deleted with
-//!   `gracePeriodSeconds=0` and a uid precondition;
+//! - a started pod's containers whose command ends (`program.rs`, a small documented grammar)
+//!   exit with its code at its time and are restarted by the pod's `restartPolicy` with the
+//!   kubelet's back-off; when every container is over, the phase becomes `Succeeded` or
+//!   `Failed` (`kubelet.rs`);
+//! - a terminating pod (`deletionTimestamp` set) stops in the kubelet's order, counted from the
+//!   deletion request (the stamp's whole seconds, or when the agent first saw it if later):
+//!   `preStop` hooks, TERM (the container exits after the termination delay), KILL at the end of
+//!   the grace period; its status reports the containers as they stop and then the terminal
+//!   phase, then it is deleted with `gracePeriodSeconds=0` and a uid precondition;
 //! - a claim that is not `Bound` gets `status.phase: Bound`, its requested capacity and access
 //!   modes (merge patch on `persistentvolumeclaims/NAME/status`).
 //!
@@ -34,8 +38,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use controller_common::runner::{Action, Runner};
-use controller_common::work_queue::WorkQueueMetrics;
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Resource;
@@ -48,13 +50,18 @@ use tokio_util::sync::CancellationToken;
 mod config;
 mod fate;
 mod ip_pool;
+pub mod kubelet;
 mod plan;
+pub mod program;
 pub mod status;
+mod work_loop;
+
+use work_loop::Next;
 
 pub use config::{Delay, FailureMode, MAX_NODES, NodeConfig, NodeConfigError, parse_duration};
 pub use fate::{PodFate, pod_fate};
 pub use ip_pool::IpPool;
-pub use plan::{DEFAULT_SCHEDULER, PodStep, next_step};
+pub use plan::{DEFAULT_SCHEDULER, Memory, PodStep, next_step};
 
 /// Field manager of the scheduler's writes (binding, `Unschedulable`).
 pub const SCHEDULER_MANAGER: &str = "kube-scheduler";
@@ -80,6 +87,8 @@ pub enum NodeAgentError {
     PodIpsExhausted,
 }
 
+type ContainerStarts = HashMap<(String, i32), k8s_openapi::jiff::Timestamp>;
+
 struct AgentState {
     client: kube::Client,
     cfg: NodeConfig,
@@ -88,6 +97,9 @@ struct AgentState {
     bound_since: Mutex<HashMap<String, Instant>>,
     /// When the agent first saw each pod (by uid) terminating.
     terminating_since: Mutex<HashMap<String, k8s_openapi::jiff::Timestamp>>,
+    /// When each container's current run started, precisely (by pod uid, then container name
+    /// and restart count; the status has whole seconds).
+    container_starts: Mutex<HashMap<String, ContainerStarts>>,
     /// Consecutive failures per object, for back-off.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -112,31 +124,41 @@ pub fn spawn_node_agent(
             pool: Mutex::new(IpPool::default()),
             bound_since: Mutex::new(HashMap::new()),
             terminating_since: Mutex::new(HashMap::new()),
+            container_starts: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
         });
         if !seed_ip_pool(&state, &shutdown).await {
             return;
         }
-        // The agent's work queues: first come, first served, as the controllers' own
-        // (`controller_common::runner`); kube-runtime's runner served waiting pods in hash
-        // order, so under load some waited many seconds to be bound or started.
-        let queues = WorkQueueMetrics::register(&mut Default::default());
+        // First come, first served (`work_loop.rs`): kube-runtime's runner served waiting pods
+        // in hash order, so under load some waited many seconds to be bound or started.
+        let workers = usize::from(cfg.concurrency);
         let (pod_store, pod_keys) = reflected(Api::<Pod>::all(client.clone()));
         let sweeper = sweep_forgotten_pods(pod_store.clone(), Arc::clone(&state), shutdown.clone());
-        let pods = Runner::new(cfg.concurrency, queues.queue("simulated-node-pods")).run(
+        let pods = work_loop::run(
+            workers,
             pod_store,
             pod_keys,
-            reconcile_pod,
-            pod_error_policy,
+            |pod: Arc<Pod>, state: Arc<AgentState>| async move {
+                match reconcile_pod(Arc::clone(&pod), Arc::clone(&state)).await {
+                    Ok(next) => next,
+                    Err(err) => pod_error_policy(&pod, &err, &state),
+                }
+            },
             Arc::clone(&state),
             shutdown.clone(),
         );
         let (claim_store, claim_keys) = reflected(Api::<PersistentVolumeClaim>::all(client));
-        let claims = Runner::new(cfg.concurrency, queues.queue("simulated-node-claims")).run(
+        let claims = work_loop::run(
+            workers,
             claim_store,
             claim_keys,
-            reconcile_claim,
-            claim_error_policy,
+            |pvc: Arc<PersistentVolumeClaim>, state: Arc<AgentState>| async move {
+                match reconcile_claim(Arc::clone(&pvc), Arc::clone(&state)).await {
+                    Ok(next) => next,
+                    Err(err) => claim_error_policy(&pvc, &err, &state),
+                }
+            },
             state,
             shutdown.clone(),
         );
@@ -214,6 +236,9 @@ async fn sweep_forgotten_pods(
         if let Ok(mut terminating) = state.terminating_since.lock() {
             terminating.retain(|uid, _| live_uids.contains(uid.as_str()));
         }
+        if let Ok(mut starts) = state.container_starts.lock() {
+            starts.retain(|uid, _| live_uids.contains(uid.as_str()));
+        }
         if let Ok(mut failures) = state.failures.lock() {
             failures.retain(|key, _| !key.starts_with("pod/") || live_keys.contains(key));
         }
@@ -278,7 +303,7 @@ fn settled(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 404 || status.code == 409)
 }
 
-async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, NodeAgentError> {
+async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Next, NodeAgentError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -316,11 +341,28 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
     } else {
         None
     };
-    let step = next_step(&pod, &state.cfg, &fate, since_bound, seen_terminating, now);
+    let step = {
+        let starts: ContainerStarts = state
+            .container_starts
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&uid).cloned())
+            .unwrap_or_default();
+        let started =
+            |name: &str, restarts: i32| starts.get(&(name.to_string(), restarts)).copied();
+        let memory = Memory {
+            since_bound,
+            seen_terminating,
+            started: &started,
+        };
+        next_step(&pod, &state.cfg, &fate, &memory, now)
+    };
     tracing::trace!(pod = %describe(&ns, &name), ?step, "simulated node step");
     let result = match step {
-        PodStep::Ignore => Ok(Action::await_change()),
-        PodStep::StartAfter(wait) | PodStep::DeleteAfter(wait) => Ok(Action::requeue(wait)),
+        PodStep::Ignore => Ok(Next::change()),
+        PodStep::StartAfter(wait) | PodStep::WaitFor(wait) | PodStep::DeleteAfter(wait) => {
+            Ok(Next::after(wait))
+        }
         PodStep::Bind { node } => {
             let body = status::binding(&ns, &name, pod.metadata.uid.as_deref(), &node);
             let params = PostParams {
@@ -335,9 +377,9 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
                     if let Ok(mut bound) = state.bound_since.lock() {
                         bound.entry(uid.clone()).or_insert_with(Instant::now);
                     }
-                    Ok(Action::await_change())
+                    Ok(Next::change())
                 }
-                Err(err) if settled(&err) => Ok(Action::await_change()),
+                Err(err) if settled(&err) => Ok(Next::change()),
                 Err(source) => Err(NodeAgentError::Api {
                     action: "binding",
                     object: describe(&ns, &name),
@@ -380,16 +422,28 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
             };
             let patch = status::start_patch(&pod, &ctx);
             let result = patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await;
-            if result.is_ok()
-                && let Ok(mut bound) = state.bound_since.lock()
-            {
-                bound.remove(&uid);
+            if result.is_ok() {
+                if let Ok(mut bound) = state.bound_since.lock() {
+                    bound.remove(&uid);
+                }
+                let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
+                remember_starts(&state, &uid, containers.map(|c| (c.name.clone(), 0, now)));
             }
             result
         }
-        PodStep::Terminate => {
-            let patch = status::terminal_patch(&pod, &now_text);
-            patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await
+        PodStep::Containers { runs, terminal } => {
+            let patch = status::containers_patch(&pod, &runs, terminal, &now_text);
+            let result = patch_pod_status(&api, &ns, &name, KUBELET_MANAGER, patch).await;
+            if result.is_ok() {
+                let running = runs.iter().filter_map(|run| match run.state {
+                    kubelet::State::Running { since } => {
+                        Some((run.name.clone(), run.restart_count, since))
+                    }
+                    _ => None,
+                });
+                remember_starts(&state, &uid, running);
+            }
+            result
         }
         PodStep::Delete => {
             let params = DeleteParams {
@@ -403,11 +457,11 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
             match api.delete(&name, &params).await {
                 Ok(_) => {
                     forget_pod(&state, &uid);
-                    Ok(Action::await_change())
+                    Ok(Next::change())
                 }
                 Err(err) if settled(&err) => {
                     forget_pod(&state, &uid);
-                    Ok(Action::await_change())
+                    Ok(Next::change())
                 }
                 Err(source) => Err(NodeAgentError::Api {
                     action: "deleting",
@@ -423,6 +477,20 @@ async fn reconcile_pod(pod: Arc<Pod>, state: Arc<AgentState>) -> Result<Action, 
     result
 }
 
+/// Notes the precise starts of container runs (name, restart count, start).
+fn remember_starts(
+    state: &AgentState,
+    uid: &str,
+    runs: impl Iterator<Item = (String, i32, k8s_openapi::jiff::Timestamp)>,
+) {
+    if let Ok(mut starts) = state.container_starts.lock() {
+        let pod = starts.entry(uid.to_string()).or_default();
+        for (name, restarts, since) in runs {
+            pod.entry((name, restarts)).or_insert(since);
+        }
+    }
+}
+
 fn forget_pod(state: &AgentState, uid: &str) {
     if let Ok(mut pool) = state.pool.lock() {
         pool.release(uid);
@@ -433,6 +501,9 @@ fn forget_pod(state: &AgentState, uid: &str) {
     if let Ok(mut terminating) = state.terminating_since.lock() {
         terminating.remove(uid);
     }
+    if let Ok(mut starts) = state.container_starts.lock() {
+        starts.remove(uid);
+    }
 }
 
 async fn patch_pod_status(
@@ -441,7 +512,7 @@ async fn patch_pod_status(
     name: &str,
     manager: &str,
     patch: serde_json::Value,
-) -> Result<Action, NodeAgentError> {
+) -> Result<Next, NodeAgentError> {
     let params = PatchParams {
         field_manager: Some(manager.to_string()),
         ..PatchParams::default()
@@ -458,8 +529,8 @@ async fn patch_pod_status(
         Err(e) => Err(kube::Error::BuildRequest(e)),
     };
     match result {
-        Ok(_) => Ok(Action::await_change()),
-        Err(err) if settled(&err) => Ok(Action::await_change()),
+        Ok(_) => Ok(Next::change()),
+        Err(err) if settled(&err) => Ok(Next::change()),
         Err(source) => Err(NodeAgentError::Api {
             action: "patching status of",
             object: describe(ns, name),
@@ -471,11 +542,11 @@ async fn patch_pod_status(
 async fn reconcile_claim(
     pvc: Arc<PersistentVolumeClaim>,
     state: Arc<AgentState>,
-) -> Result<Action, NodeAgentError> {
+) -> Result<Next, NodeAgentError> {
     if pvc.metadata.deletion_timestamp.is_some()
         || pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
     {
-        return Ok(Action::await_change());
+        return Ok(Next::change());
     }
     let ns = pvc.metadata.namespace.clone().unwrap_or_default();
     let name = pvc.metadata.name.clone().unwrap_or_default();
@@ -488,9 +559,9 @@ async fn reconcile_claim(
     match api.patch_status(&name, &params, &Patch::Merge(patch)).await {
         Ok(_) => {
             clear_failures(&state, &format!("pvc/{ns}/{name}"));
-            Ok(Action::await_change())
+            Ok(Next::change())
         }
-        Err(err) if settled(&err) => Ok(Action::await_change()),
+        Err(err) if settled(&err) => Ok(Next::change()),
         Err(source) => Err(NodeAgentError::Api {
             action: "binding claim",
             object: describe(&ns, &name),
@@ -506,7 +577,7 @@ fn clear_failures(state: &AgentState, key: &str) {
 }
 
 /// Exponential back-off per object: 100 ms, 200 ms, ... up to 5 s.
-fn backoff(state: &AgentState, key: String, err: &NodeAgentError) -> Action {
+fn backoff(state: &AgentState, key: String, err: &NodeAgentError) -> Next {
     let attempts = state
         .failures
         .lock()
@@ -520,26 +591,26 @@ fn backoff(state: &AgentState, key: String, err: &NodeAgentError) -> Action {
         .saturating_mul(1u32 << attempts.saturating_sub(1).min(16))
         .min(BACKOFF_MAX);
     tracing::warn!(object = %key, error = %err, attempts, retry_in = ?delay, "simulated node step failed");
-    Action::requeue(delay)
+    Next::after(delay)
 }
 
-fn pod_error_policy(pod: Arc<Pod>, err: &NodeAgentError, state: Arc<AgentState>) -> Action {
-    let key = ObjectRef::from_obj(pod.as_ref());
+fn pod_error_policy(pod: &Pod, err: &NodeAgentError, state: &AgentState) -> Next {
+    let key = ObjectRef::from_obj(pod);
     backoff(
-        &state,
+        state,
         format!("pod/{}/{}", key.namespace.unwrap_or_default(), key.name),
         err,
     )
 }
 
 fn claim_error_policy(
-    pvc: Arc<PersistentVolumeClaim>,
+    pvc: &PersistentVolumeClaim,
     err: &NodeAgentError,
-    state: Arc<AgentState>,
-) -> Action {
-    let key = ObjectRef::from_obj(pvc.as_ref());
+    state: &AgentState,
+) -> Next {
+    let key = ObjectRef::from_obj(pvc);
     backoff(
-        &state,
+        state,
         format!("pvc/{}/{}", key.namespace.unwrap_or_default(), key.name),
         err,
     )

@@ -265,6 +265,14 @@ async fn route(
     } else {
         (name, query)
     };
+    // client-go asks for protobuf first for built-in kinds: their answers are re-encoded.
+    let protobuf = crate::protobuf::wants_protobuf(
+        headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+    ) && crate::protobuf::serves(&info.api_version(version), &info.kind);
+    let watching = query.flag("watch");
     let req = ResourceRequest {
         info,
         version: version.to_string(),
@@ -275,5 +283,79 @@ async fn route(
         headers,
         body,
     };
-    crate::rest::dispatch(state, method, req).await
+    let response = crate::rest::dispatch(state, method, req).await?;
+    Ok(match (protobuf, watching) {
+        (true, true) => protobuf_watch(response),
+        (true, false) => protobuf_answer(response).await,
+        (false, _) => response,
+    })
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"))
+}
+
+/// A JSON answer re-encoded in protobuf (kept as JSON when it has no protobuf form).
+async fn protobuf_answer(response: Response) -> Response {
+    if !is_json(&response) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::internal(format!("reading the answer: {e}")).into_response(),
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| crate::protobuf::encode(&v));
+    match encoded {
+        Some(Ok(proto)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, axum::body::Body::from(proto))
+        }
+        Some(Err(e)) => {
+            ApiError::internal(format!("encoding the answer in protobuf: {e}")).into_response()
+        }
+        None => Response::from_parts(parts, axum::body::Body::from(bytes)),
+    }
+}
+
+/// A JSON watch stream re-framed as a protobuf watch stream: each newline-delimited JSON frame
+/// becomes one length-prefixed `WatchEvent`.
+fn protobuf_watch(response: Response) -> Response {
+    use futures::StreamExt as _;
+    if !is_json(&response) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut pending: Vec<u8> = Vec::new();
+    let frames = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk?;
+        pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(frame) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            match crate::protobuf::encode_watch_frame(&frame) {
+                Ok(encoded) => out.extend_from_slice(&encoded),
+                Err(e) => tracing::warn!(error = %e, "a watch event has no protobuf form; skipped"),
+            }
+        }
+        Ok::<_, axum::Error>(Bytes::from(out))
+    });
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static(crate::protobuf::WATCH_MEDIA_TYPE),
+    );
+    Response::from_parts(parts, axum::body::Body::from_stream(frames))
 }

@@ -460,7 +460,8 @@ impl Store {
     /// Read-modify-write of one object under the store lock. The closure sees the current object
     /// and the resourceVersion the write will get; the store stamps `metadata.resourceVersion`,
     /// keeps indexes, appends history and notifies watchers. A `Put` equal to the current object
-    /// (ignoring resourceVersion and managedFields) is a no-op.
+    /// (ignoring resourceVersion) is a no-op; a change of `managedFields` alone (a manager taking
+    /// a share of fields it applies with the values they have) is a write, as on a real server.
     pub fn write<E>(
         &self,
         group_resource: &str,
@@ -923,9 +924,9 @@ fn set_rv(obj: &mut Value, rv: u64) {
     }
 }
 
-/// Equal ignoring `metadata.resourceVersion` and `metadata.managedFields`.
+/// Equal ignoring `metadata.resourceVersion`.
 fn same_object(a: &Value, b: &Value) -> bool {
-    crate::patch::equal_ignoring_metadata(a, b, &["resourceVersion", "managedFields"])
+    crate::patch::equal_ignoring_metadata(a, b, &["resourceVersion"])
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {

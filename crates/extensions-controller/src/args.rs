@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser};
 use controller_common::args::{CommonArgs, parse_go_bool};
+use controller_common::webhook::WebhookArgs;
 
 /// Name of this binary's leader-election Lease (distinct from the core controller's).
 pub const LEASE_NAME: &str = "extensions.agent-sandbox.x-k8s.io";
@@ -14,11 +15,20 @@ pub const LEASE_NAME: &str = "extensions.agent-sandbox.x-k8s.io";
 /// Where the reference reads the claim label-domain allow-list from (ConfigMap mount).
 pub const DEFAULT_ALLOWED_LABEL_DOMAINS_FILE: &str = "/etc/sandbox-config/allowed-label-domains";
 
+/// Default `--webhook-cert-secret` of this binary.
+pub const WEBHOOK_CERT_SECRET: &str = "extensions-controller-webhook-certs";
+
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(name = "extensions-controller", version, about, long_about = None)]
+#[command(mut_arg("webhook_service_name", |a| a.default_value(api_types::conversion::EXTENSIONS_WEBHOOK_SERVICE).required(false)))]
+#[command(mut_arg("webhook_cert_secret", |a| a.default_value(WEBHOOK_CERT_SECRET).required(false)))]
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    /// The conversion webhook of the SandboxTemplate, SandboxWarmPool and SandboxClaim CRDs.
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 
     /// Accepted for compatibility with the reference's single binary; this binary always runs
     /// the SandboxTemplate, SandboxWarmPool and SandboxClaim controllers.

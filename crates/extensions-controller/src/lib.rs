@@ -97,6 +97,18 @@ pub async fn run(args: args::Args) -> Result<(), Error> {
 /// [`run`] on an already set-up runtime.
 pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
     let domains = load_allowed_domains(&args.allowed_label_domains_file)?;
+    let (client, shutdown) = (runtime.client().clone(), runtime.shutdown_token());
+    let webhook = controller_common::webhook::start(
+        &args.webhook,
+        &args.common.cluster_domain,
+        "extensions-controller",
+        client,
+        conversions(),
+        runtime.registry_mut(),
+        shutdown,
+    )
+    .await
+    .map_err(controller_common::Error::from)?;
     for warning in args.common.concurrency_warnings(args.total_workers()) {
         tracing::warn!("{warning}");
     }
@@ -105,13 +117,31 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
     let reconcile_metrics = ControllerMetrics::register(runtime.registry_mut());
     let gate = runtime.readiness().gate("extensions-caches");
     let client = runtime.client().clone();
-    runtime
+    let result = runtime
         .run(move |ctx| async move {
             let controller =
                 ExtensionsController::new(client, options, claim_metrics, Some(reconcile_metrics));
             controller.run(ctx.shutdown, move || gate.set_ready()).await;
             Ok::<(), std::io::Error>(())
         })
-        .await?;
+        .await;
+    if let (Some(webhook), Ok(())) = (webhook, &result) {
+        webhook.stopped().await;
+    }
+    result?;
     Ok(())
+}
+
+/// What this controller's conversion webhook converts: SandboxTemplate, SandboxWarmPool and
+/// SandboxClaim, v1alpha1 <-> v1beta1 (`api_types::conversion`).
+pub fn conversions() -> controller_common::webhook::Conversions {
+    use api_types::conversion::{EXTENSION_KINDS, SERVED_VERSIONS, convert};
+    use controller_common::webhook::{Conversions, ConvertibleKind};
+    Conversions::new(
+        EXTENSION_KINDS
+            .iter()
+            .map(|k| ConvertibleKind::new(k.group, k.kind, &k.crd_name(), &SERVED_VERSIONS))
+            .collect(),
+        |object, desired| convert(object, desired).map_err(|e| e.to_string()),
+    )
 }

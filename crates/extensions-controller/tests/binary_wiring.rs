@@ -25,6 +25,8 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
     let args = Args::try_parse_from([
         "extensions-controller".to_owned(),
         "--leader-election-namespace=default".to_owned(),
+        // devcluster calls no conversion webhook; tests/tests/conversion_webhook.rs covers it.
+        "--enable-webhook=false".to_owned(),
         format!("--metrics-bind-address=127.0.0.1:{metrics}"),
         format!("--health-probe-bind-address=127.0.0.1:{probes}"),
         format!("--allowed-label-domains-file={}", domains.display()),

@@ -3,17 +3,27 @@
 
 use clap::{ArgAction, Parser};
 use controller_common::args::{CommonArgs, parse_go_bool};
+use controller_common::webhook::WebhookArgs;
 
 /// Name of the leader-election Lease, as the reference's `LeaderElectionID`.
 pub const LEASE_NAME: &str = "a3317529.agent-sandbox.x-k8s.io";
+
+/// Default `--webhook-cert-secret` of this binary.
+pub const WEBHOOK_CERT_SECRET: &str = "sandbox-controller-webhook-certs";
 
 /// The agent-sandbox core controller: keeps a Pod, its PVCs and an optional headless Service for
 /// every agents.x-k8s.io/v1beta1 Sandbox, and reports their state in the Sandbox's status.
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(name = "sandbox-controller", version, about, long_about = None)]
+#[command(mut_arg("webhook_service_name", |a| a.default_value(api_types::conversion::CORE_WEBHOOK_SERVICE).required(false)))]
+#[command(mut_arg("webhook_cert_secret", |a| a.default_value(WEBHOOK_CERT_SECRET).required(false)))]
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
+
+    /// The conversion webhook of the Sandbox CRD.
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 
     /// Number of Sandboxes reconciled concurrently (a Sandbox is never reconciled by two workers
     /// at once). Must be at least 1.
@@ -64,7 +74,7 @@ fn reject_extensions(s: &str) -> Result<bool, String> {
 }
 
 /// Flags of the reference binary that have no effect here, accepted so its manifests (Helm
-/// chart arguments) start this binary unchanged. Setting one logs a warning.
+/// chart arguments) start this binary unchanged.
 #[derive(clap::Args, Debug, Clone, PartialEq, Default)]
 #[command(next_help_heading = "Accepted for compatibility with the reference, without effect")]
 pub struct ReferenceCompatArgs {
@@ -72,65 +82,6 @@ pub struct ReferenceCompatArgs {
     #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = reject_extensions, action = ArgAction::Set)]
     pub extensions: bool,
-
-    /// Ignored: no conversion webhook (only v1beta1 is served).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, action = ArgAction::Set)]
-    pub enable_webhook: Option<bool>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
-          value_parser = parse_go_bool, action = ArgAction::Set)]
-    pub manage_webhook_certs: Option<bool>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_port: Option<u16>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_cert_dir: Option<String>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_cert_name: Option<String>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_key_name: Option<String>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_service_name: Option<String>,
-
-    /// Ignored: no conversion webhook.
-    #[arg(long)]
-    pub webhook_namespace: Option<String>,
-}
-
-impl ReferenceCompatArgs {
-    /// The names of the ignored flags that were given.
-    pub fn ignored(&self) -> Vec<&'static str> {
-        [
-            ("--enable-webhook", self.enable_webhook.is_some()),
-            (
-                "--manage-webhook-certs",
-                self.manage_webhook_certs.is_some(),
-            ),
-            ("--webhook-port", self.webhook_port.is_some()),
-            ("--webhook-cert-dir", self.webhook_cert_dir.is_some()),
-            ("--webhook-cert-name", self.webhook_cert_name.is_some()),
-            ("--webhook-key-name", self.webhook_key_name.is_some()),
-            (
-                "--webhook-service-name",
-                self.webhook_service_name.is_some(),
-            ),
-            ("--webhook-namespace", self.webhook_namespace.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, given)| given.then_some(name))
-        .collect()
-    }
 }
 
 #[cfg(test)]
@@ -179,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn reference_helm_arguments_are_accepted_and_reported_as_ignored() {
+    fn reference_helm_arguments_set_the_webhook() {
         let args = Args::try_parse_from([
             "sandbox-controller",
             "--leader-elect=true",
@@ -189,15 +140,24 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            args.reference.ignored(),
-            ["--webhook-service-name", "--webhook-namespace"]
+            args.webhook.webhook_service_name,
+            "agent-sandbox-webhook-service"
         );
-        assert!(
-            Args::try_parse_from(["sandbox-controller"])
-                .unwrap()
-                .reference
-                .ignored()
-                .is_empty()
+        assert_eq!(args.webhook.webhook_namespace, "agent-sandbox-system");
+    }
+
+    #[test]
+    fn webhook_defaults_name_this_controllers_service_and_secret() {
+        let args = Args::try_parse_from(["sandbox-controller"]).unwrap();
+        assert!(args.webhook.enable_webhook && args.webhook.manage_webhook_certs);
+        assert_eq!(args.webhook.webhook_port, 9443);
+        assert_eq!(
+            args.webhook.webhook_service_name,
+            "sandbox-controller-webhook"
+        );
+        assert_eq!(
+            args.webhook.webhook_cert_secret,
+            "sandbox-controller-webhook-certs"
         );
     }
 
@@ -224,6 +184,8 @@ mod tests {
             "--disable-sandbox-events",
             "--leader-elect",
             "--cluster-domain",
+            "--enable-webhook",
+            "--webhook-service-name",
             "SANDBOX_CONCURRENT_WORKERS",
         ] {
             assert!(help.contains(flag), "{flag} missing from --help");

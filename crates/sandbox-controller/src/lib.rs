@@ -42,10 +42,18 @@ pub async fn run(args: args::Args) -> Result<(), Error> {
 
 /// [`run`] on an already set-up runtime (tests build one around their own client).
 pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
-    let ignored = args.reference.ignored();
-    if !ignored.is_empty() {
-        tracing::warn!(flags = ?ignored, "ignoring the reference's conversion-webhook flags: only v1beta1 is served");
-    }
+    let (client, shutdown) = (runtime.client().clone(), runtime.shutdown_token());
+    let webhook = controller_common::webhook::start(
+        &args.webhook,
+        &args.common.cluster_domain,
+        "sandbox-controller",
+        client,
+        conversions(),
+        runtime.registry_mut(),
+        shutdown,
+    )
+    .await
+    .map_err(controller_common::Error::from)?;
     let options = ControllerOptions {
         settings: Settings {
             cluster_domain: args.common.cluster_domain.clone(),
@@ -68,8 +76,28 @@ pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Err
             tracing::warn!("caches stopped before syncing");
         }
     });
-    runtime
+    let result = runtime
         .run(move |ctx| async move { controller.run(ctx.shutdown).await })
-        .await?;
+        .await;
+    // After a signal the webhook stops with the process' shutdown token: let it finish the
+    // reviews in flight. After an error the process exits at once.
+    if let (Some(webhook), Ok(())) = (webhook, &result) {
+        webhook.stopped().await;
+    }
+    result?;
     Ok(())
+}
+
+/// What this controller's conversion webhook converts: the Sandbox kind, v1alpha1 <-> v1beta1
+/// (`api_types::conversion`).
+pub fn conversions() -> controller_common::webhook::Conversions {
+    use api_types::conversion::{CORE_KINDS, SERVED_VERSIONS, convert};
+    use controller_common::webhook::{Conversions, ConvertibleKind};
+    Conversions::new(
+        CORE_KINDS
+            .iter()
+            .map(|k| ConvertibleKind::new(k.group, k.kind, &k.crd_name(), &SERVED_VERSIONS))
+            .collect(),
+        |object, desired| convert(object, desired).map_err(|e| e.to_string()),
+    )
 }

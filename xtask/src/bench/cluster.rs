@@ -354,6 +354,8 @@ impl Stack {
         let child = command
             .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg("--leader-elect=false")
+            // devcluster calls no conversion webhook.
+            .arg("--enable-webhook=false")
             .arg(format!("--metrics-bind-address={metrics_addr}"))
             .arg(format!("--health-probe-bind-address={probe_addr}"))
             .arg(format!("--log-level={}", self.controller_options.log_level))

@@ -6,11 +6,13 @@ use std::path::Path;
 
 use serde_yaml::Value;
 
-use crate::chart::flags::{Controller, flags_comment};
+use crate::chart::flags::{Controller, PieceArgs, flags_comment, piece_args};
 use crate::chart::{ChartError, ChartInputs};
 
 /// The defaults one controller's Deployment piece holds.
-struct PieceDefaults {
+pub struct PieceDefaults {
+    /// Its container's flags, in order.
+    pub args: PieceArgs,
     replicas: Value,
     metrics_port: Value,
     health_port: Value,
@@ -19,7 +21,7 @@ struct PieceDefaults {
     container_security_context: Value,
 }
 
-fn deployment_defaults(
+pub fn deployment_defaults(
     deploy: &Path,
     controller: &Controller,
 ) -> Result<PieceDefaults, ChartError> {
@@ -46,7 +48,9 @@ fn deployment_defaults(
             .transpose()?
             .ok_or_else(|| ChartError::Generate(format!("deploy/{relative}: no port {name}")))
     };
+    let args = container["args"].as_array().cloned().unwrap_or_default();
     Ok(PieceDefaults {
+        args: piece_args(&args, &format!("deploy/{relative}")).map_err(ChartError::Generate)?,
         replicas: yaml(&deployment["spec"]["replicas"])?,
         metrics_port: port("metrics")?,
         health_port: port("health")?,
@@ -112,7 +116,7 @@ fn controller_values(
          \x20 # Every flag, with its default (docs/configuration.md says what each does):\n",
         binary = controller.binary
     ));
-    out.push_str(&flags_comment(controller, 2));
+    out.push_str(&flags_comment(controller, &defaults.args, 2));
     out.push_str("  flags: {}\n");
     out.push_str("  # More arguments, appended after the flags above.\n");
     out.push_str("  extraArgs: []\n");
@@ -199,8 +203,7 @@ pub fn values_yaml(
          # `controller` keys are these names. <controller>.flags wins over a key here. extraArgs\n\
          # (reference) go to the controllers that know each flag; an unknown flag fails the\n\
          # rendering. Reference keys without an equivalent: README.md.\n\
-         controller:\n\
-         \x20 leaderElect: true\n\
+         controller: {{}}\n\
          \n\
          tracing:\n\
          \x20 # OTLP endpoint of both controllers (OTEL_EXPORTER_OTLP_ENDPOINT), e.g.\n\

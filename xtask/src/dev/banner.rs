@@ -71,7 +71,7 @@ impl Banner<'_> {
             for name in ["sandbox-controller", "extensions-controller"] {
                 out.push_str(&format!(
                     "  {} --kubeconfig={} --leader-elect=false --metrics-bind-address=0 \
-                     --health-probe-bind-address=0 --log-format=text\n",
+                     --health-probe-bind-address=0 --log-format=text --enable-webhook=false\n",
                     self.show(&self.bin_dir.join(name)),
                     self.kubeconfig.display()
                 ));

@@ -19,6 +19,7 @@ pub const CORE_PIECES: &[&str] = &[
     "sandbox-controller/service-account.yaml",
     "sandbox-controller/rbac.yaml",
     "sandbox-controller/metrics-service.yaml",
+    "sandbox-controller/webhook-service.yaml",
     "sandbox-controller/deployment.yaml",
 ];
 
@@ -28,6 +29,7 @@ pub const EXTENSIONS_PIECES: &[&str] = &[
     "extensions-controller/service-account.yaml",
     "extensions-controller/rbac.yaml",
     "extensions-controller/metrics-service.yaml",
+    "extensions-controller/webhook-service.yaml",
     "extensions-controller/deployment.yaml",
 ];
 

@@ -383,6 +383,32 @@ async fn on_shutdown_queued_keys_do_not_run_and_running_ones_finish() {
 }
 
 #[test]
+fn owners_match_by_group_and_kind_whatever_the_version() {
+    let reference = |api_version: &str, name: &str| OwnerReference {
+        api_version: api_version.into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        ..OwnerReference::default()
+    };
+    let meta = ObjectMeta {
+        namespace: Some("ns".into()),
+        owner_references: Some(vec![
+            reference("apps/v1", "current"),
+            // Written by an older install, before the version it names stopped being stored.
+            reference("apps/v1beta1", "older"),
+            reference("extensions/v1beta1", "other-group"),
+        ]),
+        ..ObjectMeta::default()
+    };
+    let deployment = |name: &str| ObjectRef::new(name).within("ns");
+    assert_eq!(
+        owners::<k8s_openapi::api::apps::v1::Deployment>(&meta),
+        vec![deployment("current"), deployment("older")]
+    );
+}
+
+#[test]
 fn owners_are_the_references_of_the_owner_kind() {
     let owner = |kind: &str, api_version: &str, name: &str| OwnerReference {
         api_version: api_version.into(),

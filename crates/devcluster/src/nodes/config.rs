@@ -112,8 +112,8 @@ pub struct NodeConfig {
     /// Fraction (`0.0..=1.0`) of scheduled pods whose first container fails.
     pub failure_fraction: f64,
     pub failure_mode: FailureMode,
-    /// Upper bound of the time a terminating pod takes to go away; the pod's own grace period
-    /// applies when shorter. Zero (the default) removes terminating pods at once.
+    /// Time a container of a deleted pod takes to exit after TERM (after its `preStop` hook);
+    /// the pod's grace period caps it (KILL). Zero (the default): at once.
     pub termination_delay: Duration,
     /// Seed of every random decision (per pod: see `fate.rs`).
     pub seed: u64,

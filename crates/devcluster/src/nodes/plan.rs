@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::config::{FailureMode, NodeConfig};
 use super::fate::PodFate;
+use super::kubelet::{self, Run, Termination};
 use super::status::{self, Outcome};
 
 /// The scheduler name this agent answers for (pods naming another scheduler are left alone).
@@ -25,26 +26,52 @@ pub enum PodStep {
     StartAfter(Duration),
     /// Patch its status now.
     Start { node_index: u32, outcome: Outcome },
-    /// Its containers have stopped: report them terminated and the terminal phase.
-    Terminate,
+    /// Its containers changed (exited, restarted, stopped): report them, and the terminal phase
+    /// when the pod is over.
+    Containers {
+        runs: Vec<Run>,
+        terminal: Option<&'static str>,
+    },
+    /// Look again once this much more time has passed (a container's program ends, a back-off
+    /// ends, a terminating container stops).
+    WaitFor(Duration),
     /// Finish its deletion once this much more time has passed.
     DeleteAfter(Duration),
     /// Delete it now with `gracePeriodSeconds=0` and a uid precondition.
     Delete,
 }
 
-/// Decides the next step. `since_bound` is how long the agent has known the pod bound to one of
-/// its nodes (the startup delay counts from there); `seen_terminating` is when the agent first
-/// saw the pod's `deletionTimestamp` (the termination delay counts from the deletion request,
-/// which is no earlier than that).
+/// What the agent remembers of a pod: how long it has known it bound to one of its nodes (the
+/// startup delay counts from there), when it first saw its `deletionTimestamp` (the termination
+/// counts from the deletion request, which is no earlier than that), and the precise start of
+/// each container's current run (container name, restart count; the status has whole seconds).
+pub struct Memory<'a> {
+    pub since_bound: Duration,
+    pub seen_terminating: Option<Timestamp>,
+    pub started: &'a dyn Fn(&str, i32) -> Option<Timestamp>,
+}
+
+impl Memory<'_> {
+    /// Nothing remembered beyond these two clocks.
+    pub fn clocks(since_bound: Duration, seen_terminating: Option<Timestamp>) -> Memory<'static> {
+        Memory {
+            since_bound,
+            seen_terminating,
+            started: &|_, _| None,
+        }
+    }
+}
+
+/// Decides the next step.
 pub fn next_step(
     pod: &Pod,
     cfg: &NodeConfig,
     fate: &PodFate,
-    since_bound: Duration,
-    seen_terminating: Option<Timestamp>,
+    memory: &Memory<'_>,
     now: Timestamp,
 ) -> PodStep {
+    let since_bound = memory.since_bound;
+    let seen_terminating = memory.seen_terminating;
     let spec = pod.spec.as_ref();
     let node_name = spec
         .and_then(|s| s.node_name.as_deref())
@@ -76,15 +103,46 @@ pub fn next_step(
         let stamped = deleted_at.0.checked_sub(grace).unwrap_or(deleted_at.0);
         let requested = seen_terminating.map_or(stamped, |seen| seen.max(stamped));
         // Never past the grace period.
-        let due = requested
-            .checked_add(grace.min(cfg.termination_delay))
-            .unwrap_or(requested)
-            .min(deleted_at.0);
-        return match due.duration_since(now).try_into() {
-            Ok(remaining) if remaining > Duration::ZERO => PodStep::DeleteAfter(remaining),
-            // As a kubelet does, report the stopped containers before the pod goes.
-            _ if status::is_started(pod) && !status::is_terminal(pod) => PodStep::Terminate,
-            _ => PodStep::Delete,
+        let grace = grace.min(
+            deleted_at
+                .0
+                .duration_since(requested)
+                .try_into()
+                .unwrap_or_default(),
+        );
+        let runs = (status::is_started(pod) && !status::is_terminal(pod))
+            .then(|| kubelet::observe(pod, memory.started))
+            .flatten();
+        let Some(runs) = runs else {
+            if status::is_terminal(pod) {
+                // Its containers have stopped and the status says so: it goes.
+                return PodStep::Delete;
+            }
+            // Never started: it goes once the delay is over.
+            let due = requested
+                .checked_add(grace.min(cfg.termination_delay))
+                .unwrap_or(requested);
+            return match due.duration_since(now).try_into() {
+                Ok(remaining) if remaining > Duration::ZERO => PodStep::DeleteAfter(remaining),
+                _ => PodStep::Delete,
+            };
+        };
+        // As a kubelet does: the containers stop in order, the status reports them stopped and
+        // the terminal phase, then the pod goes.
+        let how = Termination {
+            requested,
+            grace,
+            stop_delay: cfg.termination_delay,
+        };
+        let stopped = kubelet::terminate(pod, &runs, now, &how);
+        return if stopped.runs != runs || kubelet::terminal_phase(&runs).is_some() {
+            let terminal = kubelet::terminal_phase(&stopped.runs);
+            PodStep::Containers {
+                runs: stopped.runs,
+                terminal,
+            }
+        } else {
+            wait_until(stopped.next, now)
         };
     }
 
@@ -115,7 +173,23 @@ pub fn next_step(
         return PodStep::Ignore;
     };
     if status::is_started(pod) {
-        return PodStep::Ignore;
+        // A failing fate keeps the status it started with (failed, or crash-looping for ever).
+        if fate.fails {
+            return PodStep::Ignore;
+        }
+        let Some(runs) = kubelet::observe(pod, memory.started) else {
+            return PodStep::Ignore;
+        };
+        let advanced = kubelet::advance(pod, &runs, now);
+        return if advanced.runs != runs {
+            let terminal = kubelet::terminal_phase(&advanced.runs);
+            PodStep::Containers {
+                runs: advanced.runs,
+                terminal,
+            }
+        } else {
+            wait_until(advanced.next, now)
+        };
     }
     if since_bound < fate.startup_delay {
         return PodStep::StartAfter(fate.startup_delay - since_bound);
@@ -123,6 +197,16 @@ pub fn next_step(
     PodStep::Start {
         node_index,
         outcome: outcome(pod, cfg, fate),
+    }
+}
+
+/// Wait until `due`, or for a change when nothing is due.
+fn wait_until(due: Option<Timestamp>, now: Timestamp) -> PodStep {
+    match due.map(|due| due.duration_since(now).try_into()) {
+        None => PodStep::Ignore,
+        Some(Ok(wait)) if wait > Duration::ZERO => PodStep::WaitFor(wait),
+        // Due already (cannot happen: what is due is applied first); look again soon.
+        Some(_) => PodStep::WaitFor(Duration::from_millis(1)),
     }
 }
 
@@ -148,6 +232,23 @@ fn outcome(pod: &Pod, cfg: &NodeConfig, fate: &PodFate) -> Outcome {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn step(
+        p: &Pod,
+        cfg: &NodeConfig,
+        fate: &PodFate,
+        since_bound: Duration,
+        seen_terminating: Option<Timestamp>,
+        now: Timestamp,
+    ) -> PodStep {
+        next_step(
+            p,
+            cfg,
+            fate,
+            &Memory::clocks(since_bound, seen_terminating),
+            now,
+        )
+    }
 
     fn pod(value: serde_json::Value) -> Pod {
         serde_json::from_value(value).unwrap()
@@ -179,7 +280,7 @@ mod tests {
         let cfg = NodeConfig::default();
         let p = pod(base(json!({})));
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::ZERO, None, now()),
+            step(&p, &cfg, &fate(), Duration::ZERO, None, now()),
             PodStep::Bind {
                 node: "devcluster-node-1".into()
             }
@@ -189,7 +290,7 @@ mod tests {
             ..fate()
         };
         assert_eq!(
-            next_step(&p, &cfg, &stuck, Duration::ZERO, None, now()),
+            step(&p, &cfg, &stuck, Duration::ZERO, None, now()),
             PodStep::MarkUnschedulable
         );
 
@@ -198,18 +299,18 @@ mod tests {
             { "type": "PodScheduled", "status": "False", "reason": "Unschedulable" }
         ]});
         assert_eq!(
-            next_step(&pod(marked), &cfg, &stuck, Duration::ZERO, None, now()),
+            step(&pod(marked), &cfg, &stuck, Duration::ZERO, None, now()),
             PodStep::Ignore
         );
 
         let other_scheduler = pod(base(json!({ "schedulerName": "volcano" })));
         assert_eq!(
-            next_step(&other_scheduler, &cfg, &fate(), Duration::ZERO, None, now()),
+            step(&other_scheduler, &cfg, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
         let default_scheduler = pod(base(json!({ "schedulerName": "default-scheduler" })));
         assert!(matches!(
-            next_step(
+            step(
                 &default_scheduler,
                 &cfg,
                 &fate(),
@@ -226,11 +327,11 @@ mod tests {
         let cfg = NodeConfig::default();
         let p = pod(base(json!({ "nodeName": "devcluster-node-2" })));
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::from_millis(200), None, now()),
+            step(&p, &cfg, &fate(), Duration::from_millis(200), None, now()),
             PodStep::StartAfter(Duration::from_millis(300))
         );
         assert_eq!(
-            next_step(&p, &cfg, &fate(), Duration::from_millis(500), None, now()),
+            step(&p, &cfg, &fate(), Duration::from_millis(500), None, now()),
             PodStep::Start {
                 node_index: 2,
                 outcome: Outcome::Running
@@ -238,7 +339,7 @@ mod tests {
         );
         let foreign = pod(base(json!({ "nodeName": "worker-7" })));
         assert_eq!(
-            next_step(&foreign, &cfg, &fate(), Duration::from_secs(9), None, now()),
+            step(&foreign, &cfg, &fate(), Duration::from_secs(9), None, now()),
             PodStep::Ignore
         );
     }
@@ -250,7 +351,7 @@ mod tests {
         running["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:00:00Z",
             "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0 }] });
         assert_eq!(
-            next_step(
+            step(
                 &pod(running),
                 &cfg,
                 &fate(),
@@ -263,7 +364,7 @@ mod tests {
         let mut failed = base(json!({ "nodeName": "devcluster-node-0" }));
         failed["status"] = json!({ "phase": "Failed" });
         assert_eq!(
-            next_step(
+            step(
                 &pod(failed),
                 &cfg,
                 &fate(),
@@ -288,9 +389,8 @@ mod tests {
         let always = pod(base(
             json!({ "nodeName": "devcluster-node-0", "restartPolicy": "Always" }),
         ));
-        let step = |p: &Pod, cfg: &NodeConfig| {
-            next_step(p, cfg, &failing, Duration::from_secs(1), None, now())
-        };
+        let step =
+            |p: &Pod, cfg: &NodeConfig| step(p, cfg, &failing, Duration::from_secs(1), None, now());
         assert_eq!(
             step(&never, &cfg),
             PodStep::Start {
@@ -332,7 +432,7 @@ mod tests {
         // Seen terminating at `seen`, looked at `at`.
         let step = |seen: &str, at: &str| {
             let ts = |t: &str| t.parse::<Timestamp>().unwrap();
-            next_step(&p, &cfg, &fate(), Duration::ZERO, Some(ts(seen)), ts(at))
+            step(&p, &cfg, &fate(), Duration::ZERO, Some(ts(seen)), ts(at))
         };
         assert_eq!(
             step("2026-01-01T00:00:50.9Z", "2026-01-01T00:00:51Z"),
@@ -360,7 +460,7 @@ mod tests {
         let p = pod(v.clone());
         let fast = NodeConfig::default();
         assert_eq!(
-            next_step(&p, &fast, &fate(), Duration::ZERO, None, now()),
+            step(&p, &fast, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
         let slow = NodeConfig {
@@ -368,7 +468,7 @@ mod tests {
             ..NodeConfig::default()
         };
         assert_eq!(
-            next_step(&p, &slow, &fate(), Duration::ZERO, None, now()),
+            step(&p, &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::DeleteAfter(Duration::from_secs(10))
         );
         let slower_than_grace = NodeConfig {
@@ -376,35 +476,40 @@ mod tests {
             ..NodeConfig::default()
         };
         assert_eq!(
-            next_step(&p, &slower_than_grace, &fate(), Duration::ZERO, None, now()),
+            step(&p, &slower_than_grace, &fate(), Duration::ZERO, None, now()),
             PodStep::DeleteAfter(Duration::from_secs(20)),
             "the grace period caps the termination delay"
         );
 
         let mut started = v.clone();
         started["status"] = json!({ "phase": "Running", "startTime": "2026-01-01T00:00:00Z",
-            "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0 }] });
-        assert_eq!(
-            next_step(
-                &pod(started.clone()),
-                &fast,
-                &fate(),
-                Duration::ZERO,
-                None,
-                now()
-            ),
-            PodStep::Terminate,
-            "a running pod reports its containers stopped first"
+            "containerStatuses": [{ "name": "c", "image": "busybox", "imageID": "", "ready": true, "restartCount": 0,
+                "state": { "running": { "startedAt": "2026-01-01T00:00:00Z" } } }] });
+        let stopped = step(
+            &pod(started.clone()),
+            &fast,
+            &fate(),
+            Duration::ZERO,
+            None,
+            now(),
+        );
+        let PodStep::Containers { runs, terminal } = stopped else {
+            panic!("a running pod reports its containers stopped first: {stopped:?}");
+        };
+        assert_eq!(terminal, Some("Succeeded"));
+        assert!(
+            matches!(&runs[0].state, kubelet::State::Exited(e) if e.code == 0
+            && e.finished == "2026-01-01T00:00:50Z".parse::<Timestamp>().unwrap())
         );
         started["status"]["phase"] = json!("Succeeded");
         assert_eq!(
-            next_step(&pod(started), &fast, &fate(), Duration::ZERO, None, now()),
+            step(&pod(started), &fast, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
 
         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         assert_eq!(
-            next_step(&pod(v.clone()), &slow, &fate(), Duration::ZERO, None, now()),
+            step(&pod(v.clone()), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
 
@@ -412,14 +517,14 @@ mod tests {
         unbound["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:01:20Z");
         unbound["metadata"]["deletionGracePeriodSeconds"] = json!(30);
         assert_eq!(
-            next_step(&pod(unbound), &slow, &fate(), Duration::ZERO, None, now()),
+            step(&pod(unbound), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Delete
         );
 
         v["metadata"]["deletionGracePeriodSeconds"] = json!(30);
         v["spec"]["nodeName"] = json!("worker-7");
         assert_eq!(
-            next_step(&pod(v), &slow, &fate(), Duration::ZERO, None, now()),
+            step(&pod(v), &slow, &fate(), Duration::ZERO, None, now()),
             PodStep::Ignore
         );
     }

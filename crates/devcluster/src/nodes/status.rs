@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodCondi
 use serde_json::{Value, json};
 
 use super::fate::hex_digest;
+use super::kubelet::{Exit, Run, State, backoff};
 
 /// Why a started pod is not healthy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,107 +227,170 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
     json!({ "status": status })
 }
 
-/// Status patch for a terminating pod whose containers have stopped: every container
-/// terminated, `Ready`/`ContainersReady` false, and the terminal phase a kubelet reports before
-/// the pod is removed: `Succeeded` when every container exited 0 (a running container stopping
-/// on SIGTERM is simulated as exiting 0), `Failed` when one had failed.
-pub fn terminal_patch(pod: &Pod, now: &str) -> Value {
+/// Status patch reporting the containers as the kubelet lifecycle (`kubelet.rs`) left them, and
+/// what follows for the pod, as a kubelet reports it: each container `running` (ready),
+/// `waiting` in `CrashLoopBackOff`, or `terminated` with its exit code and reason (`Completed`
+/// or `Error`), the previous run in `lastState`; `ContainersReady`/`Ready` true only while every
+/// container runs (`ContainersNotReady` naming the others); once the pod is over (`terminal`:
+/// `Succeeded` or `Failed`), the phase, `Ready`/`ContainersReady` false with `PodCompleted` or
+/// `PodFailed`, `Initialized` with `PodCompleted` after a success, and
+/// `PodReadyToStartContainers` false (the sandbox is gone).
+pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &str) -> Value {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    let statuses = pod
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let known = pod
         .status
         .as_ref()
         .and_then(|s| s.container_statuses.as_deref())
         .unwrap_or_default();
-    let mut failed = false;
-    let container_statuses: Vec<Value> = statuses
+    let exit_json = |e: &Exit, id: &str| {
+        json!({
+            "exitCode": e.code,
+            "reason": e.reason,
+            "startedAt": format_time(e.started),
+            "finishedAt": format_time(e.finished),
+            "containerID": id,
+        })
+    };
+    let mut unready = Vec::new();
+    let container_statuses: Vec<Value> = runs
         .iter()
-        .map(|cs| {
-            let state = cs.state.as_ref();
-            let (exit_code, reason, started_at) = match state {
-                Some(s) if s.running.is_some() => (
-                    0,
-                    "Completed".to_string(),
-                    s.running
-                        .as_ref()
-                        .and_then(|r| r.started_at.as_ref())
-                        .map(|t| format_time(t.0)),
+        .map(|run| {
+            let old = known.iter().find(|cs| cs.name == run.name);
+            let id = old
+                .and_then(|cs| cs.container_id.clone())
+                .unwrap_or_else(|| container_id(uid, &run.name));
+            let (ready, state) = match &run.state {
+                State::Running { since } => (
+                    true,
+                    json!({ "running": { "startedAt": format_time(*since) },
+                            "waiting": null, "terminated": null }),
                 ),
-                Some(s) if s.terminated.is_some() => {
-                    let t = s.terminated.as_ref().map(|t| {
-                        (
-                            t.exit_code,
-                            t.reason.clone().unwrap_or_else(|| "Error".into()),
-                            t.started_at.as_ref().map(|x| format_time(x.0)),
-                        )
-                    });
-                    t.unwrap_or((1, "Error".into(), None))
-                }
-                // Waiting (crash loop): the last run's exit stands.
-                _ => {
-                    let last = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref());
-                    (
-                        last.map(|t| t.exit_code).unwrap_or(1),
-                        last.and_then(|t| t.reason.clone())
-                            .unwrap_or_else(|| "Error".into()),
-                        last.and_then(|t| t.started_at.as_ref())
-                            .map(|x| format_time(x.0)),
-                    )
-                }
+                State::BackOff { .. } => (
+                    false,
+                    json!({ "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": format!(
+                            "back-off {} restarting failed container={} pod={name}_{namespace}({uid})",
+                            go_duration(backoff(run.restart_count)),
+                            run.name
+                        ),
+                    }, "running": null, "terminated": null }),
+                ),
+                State::Exited(exit) => (
+                    false,
+                    json!({ "terminated": exit_json(exit, &id), "running": null, "waiting": null }),
+                ),
             };
-            failed |= exit_code != 0;
-            let id = cs
-                .container_id
-                .clone()
-                .unwrap_or_else(|| container_id(uid, &cs.name));
-            json!({
-                "name": cs.name,
-                "image": cs.image,
-                "imageID": cs.image_id,
+            if !ready {
+                unready.push(run.name.as_str());
+            }
+            let last = match &run.last {
+                Some(exit) => json!({ "terminated": exit_json(exit, &id) }),
+                None => json!({ "terminated": null }),
+            };
+            let mut cs = json!({
+                "name": run.name,
                 "containerID": id,
-                "ready": false,
-                "started": false,
-                "restartCount": cs.restart_count,
-                "state": { "terminated": {
-                    "exitCode": exit_code,
-                    "reason": reason,
-                    "startedAt": started_at.unwrap_or_else(|| now.to_string()),
-                    "finishedAt": now,
-                    "containerID": id,
-                } },
-            })
+                "ready": ready,
+                "started": ready,
+                "restartCount": run.restart_count,
+                "state": state,
+                "lastState": last,
+            });
+            if let Some(old) = old {
+                cs["image"] = json!(old.image);
+                cs["imageID"] = json!(old.image_id);
+            }
+            cs
         })
         .collect();
-    let (phase, reason) = if failed {
-        ("Failed", "PodFailed")
-    } else {
-        ("Succeeded", "PodCompleted")
+    let (not_ready_reason, not_ready_message) = match terminal {
+        Some("Succeeded") => (Some("PodCompleted"), None),
+        Some(_) => (Some("PodFailed"), None),
+        None if unready.is_empty() => (None, None),
+        None => (
+            Some("ContainersNotReady"),
+            Some(format!(
+                "containers with unready status: [{}]",
+                unready.join(" ")
+            )),
+        ),
     };
-    let make = |type_: &str, reason: Option<&str>| {
+    let containers_ready = not_ready_reason.is_none();
+    let gates_missing = missing_readiness_gates(pod);
+    let (ready, ready_reason, ready_message) = if !containers_ready {
+        (false, not_ready_reason, not_ready_message.clone())
+    } else if let Some(gate) = gates_missing.first() {
+        (
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(format!(
+                "corresponding condition of pod readiness gate \"{gate}\" does not exist."
+            )),
+        )
+    } else {
+        (true, None, None)
+    };
+    let generation = pod.metadata.generation;
+    let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
+        let status = if ok { "True" } else { "False" };
         let mut c = json!({
             "type": type_,
-            "status": "False",
+            "status": status,
             "lastProbeTime": null,
-            "lastTransitionTime": transition_time(pod, type_, "False", now),
+            "lastTransitionTime": transition_time(pod, type_, status, now),
+            "reason": reason,
+            "message": message,
         });
-        if let Some(reason) = reason {
-            c["reason"] = json!(reason);
+        if let Some(generation) = generation {
+            c["observedGeneration"] = json!(generation);
         }
         c
     };
+    let completed = (terminal == Some("Succeeded")).then_some("PodCompleted");
     let mut conditions = vec![
-        make("PodReadyToStartContainers", None),
-        make("Ready", Some(reason)),
-        make("ContainersReady", Some(reason)),
+        make("PodReadyToStartContainers", terminal.is_none(), None, None),
+        make("Initialized", true, completed, None),
+        make("Ready", ready, ready_reason, ready_message),
+        make(
+            "ContainersReady",
+            containers_ready,
+            not_ready_reason,
+            not_ready_message,
+        ),
     ];
     conditions.extend(foreign_conditions(
         pod,
-        &["PodReadyToStartContainers", "Ready", "ContainersReady"],
+        &[
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+        ],
     ));
-    json!({ "status": {
-        "phase": phase,
+    let mut status = json!({
+        "phase": terminal.unwrap_or("Running"),
         "conditions": conditions,
         "containerStatuses": container_statuses,
-    } })
+    });
+    if let Some(generation) = generation {
+        status["observedGeneration"] = json!(generation);
+    }
+    json!({ "status": status })
+}
+
+/// A duration as Go's `time.Duration` prints whole seconds (`10s`, `1m20s`, `5m0s`).
+fn go_duration(d: k8s_openapi::jiff::SignedDuration) -> String {
+    let secs = d.as_secs().max(0);
+    if secs < 60 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m{}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{}m{}s", secs / 3600, secs % 3600 / 60, secs % 60)
+    }
 }
 
 /// Whether the pod's phase is final (`Succeeded` or `Failed`).

@@ -37,6 +37,9 @@ impl DeleteOptions {
         let mut opts = DeleteOptions::default();
         let body: Value = if req.body.is_empty() {
             json!({})
+        } else if req.content_type().contains("protobuf") {
+            crate::protobuf::decode(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
         } else {
             serde_json::from_slice(&req.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
@@ -152,6 +155,19 @@ pub fn delete_object(
         let current_grace = current
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
+        if grace == 0 && already && current_grace.is_some_and(|g| g > 0) {
+            // A shorter grace period replaces the running one (the kubelet's final delete with
+            // grace 0): the pod goes now, or when its last finalizer does.
+            if finalizers.is_empty() {
+                return WriteOp::Delete;
+            }
+            meta::set_finalizers(&mut obj, finalizers);
+            if let Some(m) = meta::metadata_mut(&mut obj) {
+                m.insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            return WriteOp::Put(obj);
+        }
         if grace > 0 {
             if already && current_grace.is_some_and(|g| g <= grace) && before == finalizers {
                 return WriteOp::Unchanged;

@@ -506,14 +506,7 @@ pub(super) fn spec_changed(old: &Value, new: &Value) -> bool {
 /// unless it is still in a grace period (a terminating pod stays until its kubelet deletes it
 /// with grace 0, however often its status is written meanwhile).
 fn finish(new: Value) -> WriteOp {
-    let in_grace_period = new
-        .pointer("/metadata/deletionGracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .is_some_and(|g| g > 0);
-    if new.pointer("/metadata/deletionTimestamp").is_some()
-        && meta::finalizers(&new).is_empty()
-        && !in_grace_period
-    {
+    if meta::finalized(&new) {
         WriteOp::DeleteWith(new)
     } else {
         WriteOp::Put(new)

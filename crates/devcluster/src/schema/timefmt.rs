@@ -1,132 +1,56 @@
 //! Timestamps: the `date-time`/`date` formats the server accepts, and kubectl's human durations.
+//!
+//! Calendar arithmetic and validation are `jiff`'s; what is written here is only the shape each
+//! format demands, which is narrower (the `date-time` format check) or wider (unzoned date-times
+//! read as UTC) than what `jiff` parses.
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
+use jiff::Timestamp;
+use jiff::civil::{Date, DateTime};
+use jiff::tz::TimeZone;
 
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-fn digits(s: &str) -> Option<i64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// Parses `YYYY-MM-DD` to days since the epoch.
-pub(crate) fn parse_date(s: &str) -> Option<i64> {
+/// Parses `YYYY-MM-DD` (exactly: four-digit year, two-digit month and day).
+pub(crate) fn parse_date(s: &str) -> Option<Date> {
     let b = s.as_bytes();
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let (y, m, d) = (digits(&s[0..4])?, digits(&s[5..7])?, digits(&s[8..10])?);
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    if !(digits(0..4) && digits(5..7) && digits(8..10)) {
         return None;
     }
-    Some(days_from_civil(y, m, d))
+    s.parse::<Date>().ok()
 }
 
 /// Parses a date-time as the server's `date-time` format accepts it: RFC 3339 (`T` or space
 /// separator, optional fraction, `Z` or a numeric offset with or without a colon), and the ISO 8601
 /// variants without seconds or without a zone (read as UTC). Returns seconds since the epoch.
 pub(crate) fn parse_date_time(s: &str) -> Option<i64> {
+    // A date and at least `hh:mm` after one separator (jiff would also take a bare date).
     if s.len() < 16 || !s.is_char_boundary(10) || !s.is_char_boundary(16) {
         return None;
     }
-    let days = parse_date(&s[..10])?;
-    let sep = s.as_bytes()[10];
-    if !matches!(sep, b'T' | b't' | b' ') {
+    parse_date(&s[..10])?;
+    if !matches!(s.as_bytes()[10], b'T' | b't' | b' ') || s.as_bytes()[13] != b':' {
         return None;
     }
-    let hm = &s.as_bytes()[11..16];
-    if hm[2] != b':' {
-        return None;
+    // jiff's ISO 8601 parser takes `T` only.
+    let text = format!("{}T{}", &s[..10], &s[11..]);
+    if let Ok(t) = text.parse::<Timestamp>() {
+        return Some(t.as_second());
     }
-    let (h, mi) = (digits(&s[11..13])?, digits(&s[14..16])?);
-    let mut rest = &s[16..];
-    let mut sec = 0;
-    if let Some(after) = rest.strip_prefix(':') {
-        if after.len() < 2 || !after.is_char_boundary(2) {
-            return None;
-        }
-        sec = digits(&after[..2])?;
-        rest = &after[2..];
-        if let Some(frac) = rest.strip_prefix('.') {
-            let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-            if n == 0 {
-                return None;
-            }
-            rest = &frac[n..];
-        }
-    }
-    if h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let offset = match rest {
-        "" | "Z" | "z" => 0,
-        _ => {
-            let (sign, off) = match rest.as_bytes().first() {
-                Some(b'+') => (1, &rest[1..]),
-                Some(b'-') => (-1, &rest[1..]),
-                _ => return None,
-            };
-            if !off.bytes().all(|b| b.is_ascii_digit() || b == b':') {
-                return None;
-            }
-            let (oh, om) = match off.len() {
-                5 if off.as_bytes()[2] == b':' => (digits(&off[0..2])?, digits(&off[3..5])?),
-                4 => (digits(&off[0..2])?, digits(&off[2..4])?),
-                _ => return None,
-            };
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    Some(days * 86400 + h * 3600 + mi * 60 + sec - offset)
+    let civil = text.parse::<DateTime>().ok()?;
+    Some(civil.to_zoned(TimeZone::UTC).ok()?.timestamp().as_second())
 }
 
 /// Whether a string passes the `date-time` format check of CRD validation: a full date, `T`
 /// (either case), `hh:mm:ss`, an optional fraction, and `Z` or a `±hh:mm` offset.
 pub(crate) fn is_date_time(s: &str) -> bool {
-    let lower = s.to_ascii_lowercase();
-    let mut parts = lower.split('t');
-    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
-        return false;
-    };
-    if parse_date(date).is_none() {
+    let upper = s.to_ascii_uppercase();
+    let b = upper.as_bytes();
+    if b.len() < 20 || b.get(10) != Some(&b'T') || b[13] != b':' || b[16] != b':' {
         return false;
     }
-    let b = time.as_bytes();
-    if b.len() < 9 || b[2] != b':' || b[5] != b':' {
-        return false;
-    }
-    let two = |i: usize| -> Option<i64> {
-        (b[i].is_ascii_digit() && b[i + 1].is_ascii_digit())
-            .then(|| i64::from(b[i] - b'0') * 10 + i64::from(b[i + 1] - b'0'))
-    };
-    let (Some(h), Some(m), Some(sec)) = (two(0), two(3), two(6)) else {
-        return false;
-    };
-    if h > 23 || m > 59 || sec > 59 {
-        return false;
-    }
-    let mut rest = &b[8..];
+    let mut rest = &b[19..];
     if rest.first() == Some(&b'.') {
         let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
         if n == 0 {
@@ -134,34 +58,25 @@ pub(crate) fn is_date_time(s: &str) -> bool {
         }
         rest = &rest[1 + n..];
     }
-    match rest {
-        [b'z'] => true,
-        [sign, h1, h2, b':', m1, m2] => {
-            matches!(sign, b'+' | b'-') && [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit())
-        }
+    let zone_ok = match rest {
+        [b'Z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()),
         _ => false,
-    }
+    };
+    // A leap second (`:60`) is no valid RFC 3339 time here; jiff would read it as `:59`.
+    let seconds_ok = b[17].is_ascii_digit() && b[18].is_ascii_digit() && b[17] <= b'5';
+    zone_ok
+        && seconds_ok
+        && parse_date(&upper[..10]).is_some()
+        && upper.parse::<Timestamp>().is_ok()
 }
 
 /// Formats seconds since the epoch as RFC 3339 UTC (`2006-01-02T15:04:05Z`).
 pub(crate) fn format_rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86400);
-    let rem = secs.rem_euclid(86400);
-    let z = days + 719468;
-    let era = if z >= 0 { z } else { z - 146096 } / 146097;
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    Timestamp::from_second(secs)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A duration as kubectl and the server's table printers show ages ("45s", "3m20s", "5h", "12d").

@@ -8,6 +8,7 @@ mod crud;
 mod gc;
 mod kubectl;
 mod patching;
+mod pod_lifecycle;
 mod serving;
 mod watch;
 

@@ -112,6 +112,145 @@ async fn server_side_apply_tracks_owners_and_conflicts_without_force() {
     assert_eq!(data["a"], "2");
 }
 
+/// The managers of `path`'s owners in `managedFields`, sorted.
+fn owners_of(
+    managed: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+    needle: &str,
+) -> Vec<String> {
+    let mut owners: Vec<String> = managed
+        .iter()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains(needle))
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    owners.sort();
+    owners
+}
+
+#[tokio::test]
+async fn server_side_apply_keeps_a_shared_field_while_another_manager_still_applies_it() {
+    let dc = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let cm = |data: serde_json::Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data});
+    api.patch(
+        "shared",
+        &PatchParams::apply("alice"),
+        &Patch::Apply(&cm(json!({"a": "1", "b": "1"}))),
+    )
+    .await
+    .unwrap();
+    // bob applies the same value: no conflict, and both own data.a.
+    let both = api
+        .patch(
+            "shared",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(&cm(json!({"a": "1"}))),
+        )
+        .await
+        .expect("the same value is no conflict");
+    let managed = both.metadata.managed_fields.clone().unwrap_or_default();
+    assert_eq!(owners_of(&managed, "f:a"), ["alice", "bob"]);
+
+    // alice stops applying a: bob still applies it, so it stays (and b, alice's alone, stays too).
+    let out = api
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(&cm(json!({"b": "1"}))),
+        )
+        .await
+        .unwrap();
+    let data = out.data.clone().unwrap_or_default();
+    assert_eq!(data.get("a").map(String::as_str), Some("1"), "{data:?}");
+    assert_eq!(data.get("b").map(String::as_str), Some("1"), "{data:?}");
+    let managed = out.metadata.managed_fields.clone().unwrap_or_default();
+    assert_eq!(owners_of(&managed, "f:a"), ["bob"]);
+
+    // Then bob stops too: nobody owns it any more, so it goes.
+    let out = api
+        .patch(
+            "shared",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(&cm(json!({}))),
+        )
+        .await
+        .unwrap();
+    let data = out.data.unwrap_or_default();
+    assert!(!data.contains_key("a"), "{data:?}");
+    assert_eq!(data.get("b").map(String::as_str), Some("1"));
+}
+
+#[tokio::test]
+async fn server_side_apply_keeps_a_shared_list_element_while_another_manager_still_applies_it() {
+    let dc = start_without_nodes().await;
+    let api: Api<Deployment> = Api::default_namespaced(dc.client());
+    let deploy = |env: serde_json::Value| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "app:1", "env": env}]}
+                }
+            }
+        })
+    };
+    let env_names = |d: &Deployment| -> Vec<String> {
+        d.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.name)
+            .collect()
+    };
+    api.patch(
+        "web",
+        &PatchParams::apply("alice"),
+        &Patch::Apply(&deploy(
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "1"}]),
+        )),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "web",
+        &PatchParams::apply("bob"),
+        &Patch::Apply(&deploy(json!([{"name": "A", "value": "1"}]))),
+    )
+    .await
+    .expect("the same element is no conflict");
+    let out = api
+        .patch(
+            "web",
+            &PatchParams::apply("alice"),
+            &Patch::Apply(&deploy(json!([{"name": "B", "value": "1"}]))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(env_names(&out), ["A", "B"], "bob still applies A");
+    let out = api
+        .patch(
+            "web",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(&deploy(json!([]))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(env_names(&out), ["B"], "nobody applies A any more");
+}
+
 #[tokio::test]
 async fn json_patch_test_of_missing_path_against_null_passes() {
     let dc = start_without_nodes().await;

@@ -269,7 +269,9 @@ fn pvc_bound_patch_reports_requested_capacity() {
 }
 
 #[test]
-fn terminal_patch_stops_every_container_and_ends_the_phase() {
+fn containers_patch_reports_exits_restarts_and_the_terminal_phase() {
+    use crate::nodes::kubelet::{Exit, Run, State};
+    let ts = |t: &str| t.parse::<k8s_openapi::jiff::Timestamp>().unwrap();
     let mut p = web_pod();
     let running = start_patch(
         &p,
@@ -282,37 +284,108 @@ fn terminal_patch_stops_every_container_and_ends_the_phase() {
     );
     p.status = Some(serde_json::from_value(running["status"].clone()).unwrap());
     assert!(!is_terminal(&p));
-    let s: PodStatus =
-        serde_json::from_value(terminal_patch(&p, "2026-01-01T00:01:00Z")["status"].clone())
-            .unwrap();
+    let exited = |name: &str, code: i32| Run {
+        name: name.into(),
+        restart_count: 0,
+        state: State::Exited(Exit {
+            code,
+            reason: if code == 0 { "Completed" } else { "Error" },
+            started: ts(NOW),
+            finished: ts("2026-01-01T00:01:00Z"),
+        }),
+        last: None,
+    };
+    let patch = containers_patch(
+        &p,
+        &[exited("app", 0), exited("log", 0)],
+        Some("Succeeded"),
+        "2026-01-01T00:01:00Z",
+    );
+    let s: PodStatus = serde_json::from_value(patch["status"].clone()).unwrap();
     assert_eq!(s.phase.as_deref(), Some("Succeeded"));
     assert_eq!(cond(&s, "Ready").status, "False");
     assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodCompleted"));
+    assert_eq!(
+        cond(&s, "Initialized").reason.as_deref(),
+        Some("PodCompleted")
+    );
+    assert_eq!(cond(&s, "PodReadyToStartContainers").status, "False");
     for cs in s.container_statuses.as_ref().unwrap() {
         let t = cs.state.as_ref().unwrap().terminated.as_ref().unwrap();
         assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
-        assert_eq!(
-            format_time(t.started_at.as_ref().unwrap().0),
-            NOW,
-            "keeps when it started"
-        );
+        assert_eq!(format_time(t.started_at.as_ref().unwrap().0), NOW);
         assert!(!cs.ready);
+        assert!(
+            cs.image_id
+                .ends_with(&cs.image_id[cs.image_id.len() - 64..])
+        );
     }
     assert_eq!(cond(&s, "example.com/Gate").status, "True");
-
-    let mut looping = web_pod();
-    let crash = start_patch(
-        &looping,
-        &StartContext {
-            node_ip: "127.0.1.1",
-            pod_ip: "127.2.0.1",
-            now: NOW,
-            outcome: Outcome::CrashLoop,
-        },
+    // The patch replaces the running state rather than adding to it.
+    assert_eq!(
+        patch["status"]["containerStatuses"][0]["state"]["running"],
+        Value::Null
     );
-    looping.status = Some(serde_json::from_value(crash["status"].clone()).unwrap());
-    let s: PodStatus =
-        serde_json::from_value(terminal_patch(&looping, NOW)["status"].clone()).unwrap();
-    assert_eq!(s.phase.as_deref(), Some("Failed"));
-    assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodFailed"));
+    assert!(
+        patch["status"]["containerStatuses"][0]["state"]
+            .get("running")
+            .is_some()
+    );
+
+    // One container waits to restart, the other runs: Running, not ready.
+    let looping = Run {
+        name: "app".into(),
+        restart_count: 2,
+        state: State::BackOff {
+            until: ts("2026-01-01T00:01:20Z"),
+        },
+        last: Some(Exit {
+            code: 1,
+            reason: "Error",
+            started: ts(NOW),
+            finished: ts("2026-01-01T00:01:00Z"),
+        }),
+    };
+    let log = Run {
+        name: "log".into(),
+        restart_count: 0,
+        state: State::Running { since: ts(NOW) },
+        last: None,
+    };
+    let s: PodStatus = serde_json::from_value(
+        containers_patch(&p, &[looping, log], None, "2026-01-01T00:01:00Z")["status"].clone(),
+    )
+    .unwrap();
+    assert_eq!(s.phase.as_deref(), Some("Running"));
+    assert_eq!(
+        cond(&s, "Ready").reason.as_deref(),
+        Some("ContainersNotReady")
+    );
+    assert_eq!(
+        cond(&s, "ContainersReady").message.as_deref(),
+        Some("containers with unready status: [app]")
+    );
+    let app = &s.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(app.restart_count, 2);
+    assert_eq!(
+        app.state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .as_ref()
+            .unwrap()
+            .message
+            .as_deref(),
+        Some("back-off 20s restarting failed container=app pod=web_team(1234)")
+    );
+    assert_eq!(
+        app.last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        1
+    );
 }

@@ -724,3 +724,38 @@ fn atomic_list_elements_are_owned_without_their_fields() {
         json!({".": {}, "k:{\"name\":\"regcred\"}": {}})
     );
 }
+
+#[test]
+fn a_field_two_managers_apply_stays_until_both_stop() {
+    let shape = builtin_shape(&TypeMeta::new("v1", "ConfigMap"));
+    let cm = |data: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}, "data": data});
+    let live = apply(
+        None,
+        &cm(json!({"a": "1", "b": "1"})),
+        &opts("alice", false, T0),
+        &shape,
+    )
+    .unwrap();
+    let live = apply(
+        Some(&live),
+        &cm(json!({"a": "1"})),
+        &opts("bob", false, T1),
+        &shape,
+    )
+    .unwrap();
+    assert_eq!(
+        entry(&live, "bob")["fieldsV1"],
+        json!({"f:data": {"f:a": {}}}),
+        "{live}"
+    );
+    let live = apply(
+        Some(&live),
+        &cm(json!({"b": "1"})),
+        &opts("alice", false, T2),
+        &shape,
+    )
+    .unwrap();
+    assert_eq!(live["data"], json!({"a": "1", "b": "1"}));
+    let live = apply(Some(&live), &cm(json!({})), &opts("bob", false, T2), &shape).unwrap();
+    assert_eq!(live["data"], json!({"b": "1"}));
+}

@@ -1,0 +1,172 @@
+//! The real control plane works as a production cluster would: Pods run on kwok nodes, RBAC
+//! denies a ServiceAccount what no role grants it, and the audit log records that request.
+//!
+//! The first run builds the upstream binaries (minutes; see docs/cluster.md).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Polls `probe` every 100 ms until it yields, panicking with `what` after [`DEADLINE`].
+async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "timed out after {DEADLINE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("create namespace {name}: {error}"),
+    }
+}
+
+#[tokio::test]
+async fn a_pod_runs_on_a_kwok_node() {
+    let cluster = realcluster::shared()
+        .await
+        .expect("the real cluster starts");
+    let client = cluster.client().await.unwrap();
+    create_namespace(&client, "pod-runs").await;
+
+    // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
+    // which kube-controller-manager creates.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "pod-runs");
+    wait_for("the default ServiceAccount of pod-runs", || async {
+        accounts.get_opt("default").await.ok()?
+    })
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "pod-runs");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    let running = wait_for("pod-runs/web to be Running and Ready", || async {
+        let pod = pods.get("web").await.ok()?;
+        let status = pod.status.as_ref()?;
+        let ready = status
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        (status.phase.as_deref() == Some("Running") && ready).then_some(pod)
+    })
+    .await;
+    let node = running.spec.as_ref().unwrap().node_name.clone().unwrap();
+    assert!(node.starts_with("kwok-node-"), "scheduled on {node}");
+    let ip = running.status.as_ref().unwrap().pod_ip.clone().unwrap();
+    assert!(
+        ip.starts_with("127."),
+        "simulated Pod IPs are loopback: {ip}"
+    );
+
+    // A deleted Pod goes (kwok plays the kubelet's final delete).
+    pods.delete("web", &Default::default()).await.unwrap();
+    wait_for("pod-runs/web to be gone", || async {
+        pods.get_opt("web")
+            .await
+            .ok()
+            .and_then(|pod| pod.is_none().then_some(()))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rbac_denies_an_unprivileged_service_account_and_the_audit_log_shows_it() {
+    let cluster = realcluster::shared()
+        .await
+        .expect("the real cluster starts");
+    let client = cluster.client().await.unwrap();
+    // The audit policy records every request of this namespace's ServiceAccounts.
+    create_namespace(&client, "agent-sandbox-system").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "agent-sandbox-system");
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "rbac-probe"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+
+    let probe = cluster
+        .service_account_client("agent-sandbox-system", "rbac-probe")
+        .await
+        .unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(probe.clone(), "kube-system");
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(
+                status
+                    .message
+                    .contains("system:serviceaccount:agent-sandbox-system:rbac-probe"),
+                "the denial names the user: {}",
+                status.message
+            );
+        }
+        other => panic!("listing kube-system's Secrets must be forbidden, got {other:?}"),
+    }
+    // What the token may do, it can: authentication works (SelfSubjectReview is open to all).
+    let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&serde_json::json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+    let review: serde_json::Value = probe.request(request).await.unwrap();
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        "system:serviceaccount:agent-sandbox-system:rbac-probe"
+    );
+
+    let audit = cluster.audit_log_path().to_path_buf();
+    let event = wait_for("the denied list in the audit log", || async {
+        let text = std::fs::read_to_string(&audit).ok()?;
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|event| {
+                event["user"]["username"] == "system:serviceaccount:agent-sandbox-system:rbac-probe"
+                    && event["verb"] == "list"
+                    && event["objectRef"]["resource"] == "secrets"
+            })
+    })
+    .await;
+    assert_eq!(event["objectRef"]["namespace"], "kube-system");
+    assert_eq!(event["responseStatus"]["code"], 403);
+    assert_eq!(
+        event["annotations"]["authorization.k8s.io/decision"],
+        "forbid"
+    );
+    // Only the audited namespace's ServiceAccounts are logged, not the admin.
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !text.contains("\"username\":\"kubernetes-admin\""),
+        "the admin's requests are not audited"
+    );
+}
