@@ -110,6 +110,9 @@ pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), Im
     for package in packages {
         command.args(["-p", package]);
     }
+    if let Some((var, cc)) = c_compiler(&settings.target)? {
+        command.env(var, cc);
+    }
     command
         .env_remove("RUSTFLAGS")
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&settings.workspace))
@@ -126,6 +129,34 @@ pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), Im
         )));
     }
     Ok(())
+}
+
+/// The C compiler of a musl target for the crates with C code (ring): cc-rs looks for
+/// `x86_64-linux-musl-gcc`, which Debian does not have; its `musl-gcc` wrapper (package
+/// `musl-tools`) is what builds for musl there. `CC_<target>` or `TARGET_CC`, when set, win.
+/// Found missing by the first image build on a machine without it: ring's build script failed
+/// with "failed to find tool x86_64-linux-musl-gcc".
+fn c_compiler(target: &str) -> Result<Option<(String, String)>, ImageError> {
+    if !target.ends_with("-linux-musl") {
+        return Ok(None);
+    }
+    let var = format!("CC_{}", target.replace('-', "_"));
+    if std::env::var_os(&var).is_some() || std::env::var_os("TARGET_CC").is_some() {
+        return Ok(None);
+    }
+    let cross = format!(
+        "{}-linux-musl-gcc",
+        target.split('-').next().unwrap_or_default()
+    );
+    for cc in [cross.as_str(), "musl-gcc"] {
+        if Command::new(cc).arg("--version").output().is_ok() {
+            return Ok(Some((var, cc.to_string())));
+        }
+    }
+    Err(ImageError::Tool(format!(
+        "no C compiler for {target} (ring has C code): install musl-tools (Debian, Ubuntu: \
+         apt-get install musl-tools), or set {var} to one"
+    )))
 }
 
 fn objcopy(args: &[&std::ffi::OsStr]) -> Result<(), ImageError> {
