@@ -524,7 +524,15 @@ async fn kubectl_applies_the_release_manifests() {
         let dist = tempfile::tempdir().expect("temp dir");
         let out = dist.path().display().to_string();
         cargo::cargo_ok(&[
-            "run", "--quiet", "-p", "xtask", "--", "release", "--out", &out,
+            "run",
+            "--quiet",
+            "-p",
+            "xtask",
+            "--",
+            "release",
+            "--no-images",
+            "--out",
+            &out,
         ]);
         let k = Kubectl::new(&kubeconfig);
         let file = |name: &str| dist.path().join(name).display().to_string();

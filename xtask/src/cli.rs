@@ -19,9 +19,13 @@ pub struct Cli {
 pub enum Command {
     /// Write deploy/crds/*.yaml from the Rust API types (one file per CRD).
     Crds(CrdsArgs),
-    /// Write the release manifests sandbox.yaml, extensions.yaml and
-    /// sandbox-with-extensions.yaml.
+    /// Write the release: the manifests sandbox.yaml, extensions.yaml and
+    /// sandbox-with-extensions.yaml, the two controller images as OCI archives (with SBOMs and
+    /// debug information), and the Helm chart.
     Release(ReleaseArgs),
+    /// Write the generated files of the Helm chart charts/agent-sandbox from deploy/, the CRDs
+    /// and the controllers' flags.
+    Chart(crate::chart::ChartArgs),
     /// Benchmark claim latency, throughput, API writes and footprint against devcluster.
     Bench(crate::bench::BenchArgs),
     /// Run devcluster with both controllers and a quickstart warm pool (Ctrl-C stops it).
@@ -66,6 +70,20 @@ pub struct ReleaseArgs {
     /// Output directory, created if missing. [default: <workspace>/dist]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Write the manifests and the chart only: no images (no Rust build).
+    #[arg(long, conflicts_with = "push")]
+    pub no_images: bool,
+
+    /// Push both images to --registry (tag VERSION, with their SBOMs attached as OCI
+    /// referrers); the manifests and the chart then pin the images by digest as well as tag.
+    /// Credentials: REGISTRY_USERNAME and REGISTRY_PASSWORD, else anonymous.
+    #[arg(long)]
+    pub push: bool,
+
+    /// Talk to the registry over plain HTTP instead of HTTPS (a local test registry).
+    #[arg(long, requires = "push")]
+    pub plain_http: bool,
 }
 
 impl ReleaseArgs {

@@ -39,6 +39,18 @@ pub enum XtaskError {
     #[error("{file}: object {object} appears more than once")]
     DuplicateObject { file: String, object: String },
 
+    /// Building, checking or pushing an image failed.
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+
+    /// Generating, checking or packaging the chart failed.
+    #[error(transparent)]
+    Chart(Box<crate::chart::ChartError>),
+
+    /// Pushing to the registry failed.
+    #[error("push to {registry}: {message}")]
+    Push { registry: String, message: String },
+
     /// `cargo xtask crds --check` found committed CRD files that differ from the Rust types.
     #[error("{dir} is out of date ({details}); run `cargo xtask crds` and commit the result")]
     CrdsOutOfDate { dir: String, details: String },
@@ -55,6 +67,15 @@ impl XtaskError {
             action,
             path: path.into(),
             source,
+        }
+    }
+}
+
+impl From<crate::chart::ChartError> for XtaskError {
+    fn from(error: crate::chart::ChartError) -> Self {
+        match error {
+            crate::chart::ChartError::Release(inner) => inner,
+            other => XtaskError::Chart(Box::new(other)),
         }
     }
 }

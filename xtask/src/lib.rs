@@ -16,17 +16,22 @@
 //! - [`docs`]: the controller flags tables of `docs/configuration.md` and `README.md`.
 //! - [`chaos`]: `cargo xtask chaos`, the controllers under kills, faults, pauses, churn and bad
 //!   input, with the invariants checked.
+//! - [`image`]: the controller images (OCI archives, SBOMs), built without a container daemon.
+//! - [`chart`]: the Helm chart `charts/agent-sandbox`, generated from `deploy/`.
 //! - [`migrate`]: `cargo xtask migrate`, moving an install that stored v1alpha1 objects to
 //!   v1beta1 storage (docs/upgrade.md).
 
 pub mod bench;
 pub mod chaos;
+pub mod chart;
 pub mod cli;
 pub mod cluster;
 pub mod crds;
 pub mod dev;
 pub mod docs;
 pub mod error;
+pub mod gotools;
+pub mod image;
 pub mod manifest;
 pub mod migrate;
 pub mod release;

@@ -13,6 +13,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Crds(args) => xtask::crds::run(args.check),
         Command::Release(args) => xtask::release::run(args),
+        Command::Chart(args) => xtask::chart::run(args).map_err(Into::into),
         Command::Bench(args) => match xtask::bench::run(args) {
             Ok(()) => return ExitCode::SUCCESS,
             Err(error) => {

@@ -1,4 +1,9 @@
-//! `cargo xtask release`: the three release manifests.
+//! `cargo xtask release`: the release assets.
+//!
+//! The three manifests (below), the two controller images as OCI archives with their SBOMs
+//! and debug information ([`crate::image`]), the Helm chart ([`crate::chart`]) and
+//! `SHA256SUMS`. With `--push` the images go to the registry first ([`push`]) and the
+//! manifests and the chart pin them by digest.
 //!
 //! - `sandbox.yaml`: Namespace `agent-sandbox-system`, the Sandbox CRD and the core controller
 //!   (ServiceAccount, RBAC, metrics Service, Deployment). Works alone.
@@ -13,18 +18,21 @@
 
 pub mod options;
 pub mod pieces;
+pub mod push;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use options::{ImageRegistry, ReleaseVersion};
 
+use crate::chart::{ChartInputs, chart_dir, package, package_file_name};
 use crate::cli::ReleaseArgs;
 use crate::crds::{CrdFile, core_crd_files, extension_crd_files};
 use crate::error::XtaskError;
+use crate::image::{ImageSettings, build_images, git_revision, source_date_epoch};
 use crate::manifest::{ObjectKey, parse_typed_manifest};
-use crate::workspace::{default_dist_dir, deploy_dir};
+use crate::workspace::{default_dist_dir, deploy_dir, workspace_root};
 use pieces::{CORE_PIECES, EXTENSIONS_PIECES, NAMESPACE_PIECE, load_piece};
 
 /// The default `--registry`: a placeholder under the reserved `.invalid` top-level domain, so
@@ -46,6 +54,9 @@ pub fn default_version() -> String {
 pub struct ReleaseOptions {
     pub version: ReleaseVersion,
     pub registry: ImageRegistry,
+    /// Digests of pushed images by binary name: their references become
+    /// `<registry>/<binary>:<version>@<digest>`.
+    pub digests: BTreeMap<String, String>,
 }
 
 impl ReleaseOptions {
@@ -54,7 +65,17 @@ impl ReleaseOptions {
         Ok(ReleaseOptions {
             version: ReleaseVersion::parse(version)?,
             registry: ImageRegistry::parse(registry)?,
+            digests: BTreeMap::new(),
         })
+    }
+
+    /// The chart's inputs for this release.
+    pub fn chart_inputs(&self) -> ChartInputs {
+        ChartInputs {
+            version: self.version.to_string(),
+            registry: self.registry.as_str().to_string(),
+            digests: self.digests.clone(),
+        }
     }
 }
 
@@ -101,9 +122,17 @@ fn piece_sections(
     relatives
         .iter()
         .map(|relative| {
+            let mut text = load_piece(deploy, relative, &options.registry, &options.version)?;
+            for (binary, digest) in &options.digests {
+                let image = options.registry.image(binary, &options.version);
+                text = text.replace(
+                    &format!("image: {image}\n"),
+                    &format!("image: {image}@{digest}\n"),
+                );
+            }
             Ok(Section {
                 origin: format!("deploy/{relative}"),
-                text: load_piece(deploy, relative, &options.registry, &options.version)?,
+                text,
             })
         })
         .collect()
@@ -221,12 +250,93 @@ pub fn write_release(out: &Path, manifests: &ReleaseManifests) -> Result<Vec<Pat
     Ok(written)
 }
 
-/// `cargo xtask release`: validate the flags, render, write, and list what was written.
+/// Writes `SHA256SUMS` (the format `sha256sum -c` reads) for `files` in `out`.
+fn write_checksums(out: &Path, files: &[PathBuf]) -> Result<PathBuf, XtaskError> {
+    let mut names: Vec<(String, PathBuf)> = files
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, path.clone())
+        })
+        .collect();
+    names.sort();
+    let mut text = String::new();
+    for (name, path) in names {
+        let bytes = fs::read(&path).map_err(|e| XtaskError::io("cannot read", &path, e))?;
+        let digest = crate::image::layer::sha256_digest(&bytes);
+        text.push_str(&format!(
+            "{}  {name}\n",
+            digest.trim_start_matches("sha256:")
+        ));
+    }
+    let path = out.join("SHA256SUMS");
+    fs::write(&path, text).map_err(|e| XtaskError::io("cannot write", &path, e))?;
+    Ok(path)
+}
+
+/// `cargo xtask release`: validate the flags, build and (with `--push`) push the images,
+/// render the manifests and the chart, write everything, and list what was written.
 pub fn run(args: &ReleaseArgs) -> Result<(), XtaskError> {
-    let options = ReleaseOptions::parse(&args.version_or_default(), &args.registry)?;
+    let mut options = ReleaseOptions::parse(&args.version_or_default(), &args.registry)?;
     let out = args.out.clone().unwrap_or_else(default_dist_dir);
+    let root = workspace_root();
+    // Everything that can be checked without building is checked first.
+    render_release(&deploy_dir(), &options)?;
+    let epoch = source_date_epoch(&root)?;
+    package(&chart_dir(), &options.chart_inputs(), epoch)?;
+    fs::create_dir_all(&out)
+        .map_err(|e| XtaskError::io("cannot create output directory", &out, e))?;
+
+    let mut written = Vec::new();
+    if !args.no_images {
+        if options.version.as_str() != default_version() {
+            eprintln!(
+                "note: the binaries report their crate version {} (--version); the images are tagged {}",
+                env!("CARGO_PKG_VERSION"),
+                options.version
+            );
+        }
+        let settings = ImageSettings {
+            workspace: root.clone(),
+            profile: "release".to_string(),
+            version: options.version.to_string(),
+            registry: options.registry.as_str().to_string(),
+            revision: git_revision(&root)?,
+            source_date_epoch: epoch,
+        };
+        let images = build_images(&settings, &out)?;
+        for image in &images {
+            println!(
+                "image {} {} ({:.1} MiB compressed)",
+                image.reference,
+                image.image.manifest_digest,
+                image.image.compressed_size() as f64 / (1024.0 * 1024.0)
+            );
+            written.extend([
+                image.archive.clone(),
+                image.sbom.clone(),
+                image.debug.clone(),
+            ]);
+        }
+        if args.push {
+            let pushed = push::push_images(&images, &options.registry, args.plain_http)?;
+            for (binary, digest) in pushed {
+                options.digests.insert(binary, digest);
+            }
+        }
+    }
+
     let manifests = render_release(&deploy_dir(), &options)?;
-    for path in write_release(&out, &manifests)? {
+    written.extend(write_release(&out, &manifests)?);
+    let chart = out.join(package_file_name(options.version.as_str()));
+    let bytes = package(&chart_dir(), &options.chart_inputs(), epoch)?;
+    fs::write(&chart, bytes).map_err(|e| XtaskError::io("cannot write", &chart, e))?;
+    written.push(chart);
+    written.push(write_checksums(&out, &written)?);
+    for path in &written {
         println!("wrote {}", path.display());
     }
     if options.registry.as_str() == DEFAULT_REGISTRY {

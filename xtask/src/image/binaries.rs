@@ -1,0 +1,205 @@
+//! The controller binaries of the images: built by Cargo for the image target, then split
+//! into a stripped binary (in the image) and its debug information (beside it in `dist/`).
+//!
+//! Reproducibility: absolute paths that Cargo and rustc would embed (the Cargo home with the
+//! crates' sources, the workspace) are remapped to fixed prefixes, and the build metadata the
+//! binaries report (`agent_sandbox_build_info`) comes from the release's revision and
+//! `SOURCE_DATE_EPOCH`, so the same sources, `Cargo.lock` and toolchain give the same bytes
+//! wherever they are checked out.
+//!
+//! Splitting uses binutils' `objcopy` (present wherever Rust links for Linux, since the
+//! linker driver needs binutils): `--only-keep-debug` writes the debug file and
+//! `--strip-debug --add-gnu-debuglink` removes the DWARF sections from the binary and records
+//! the debug file's name and CRC, which is how gdb, lldb and `debuginfod` find it. The symbol
+//! table stays, so a panic's backtrace still names the functions.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::image::ImageError;
+
+/// How the binaries are built.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    /// The workspace root.
+    pub workspace: PathBuf,
+    /// Rust target triple, e.g. `x86_64-unknown-linux-musl`.
+    pub target: String,
+    /// Cargo profile (`release` for a release).
+    pub profile: String,
+    /// Commit recorded in the binaries' build info.
+    pub revision: String,
+    /// RFC 3339 build date recorded in the binaries' build info.
+    pub build_date: String,
+}
+
+impl BuildSettings {
+    /// Where Cargo puts the binaries of this target and profile.
+    pub fn output_dir(&self) -> PathBuf {
+        let profile_dir = if self.profile == "dev" {
+            "debug"
+        } else {
+            &self.profile
+        };
+        self.workspace
+            .join("target")
+            .join(&self.target)
+            .join(profile_dir)
+    }
+}
+
+/// The Cargo home: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+}
+
+/// The rustc flags of an image build: paths remapped to fixed prefixes.
+pub fn rustflags(workspace: &Path) -> String {
+    let mut flags = Vec::new();
+    if let Some(home) = cargo_home() {
+        flags.push(format!("--remap-path-prefix={}=/cargo", home.display()));
+    }
+    flags.push(format!(
+        "--remap-path-prefix={}=/agent-sandbox",
+        workspace.display()
+    ));
+    flags.join("\x1f")
+}
+
+/// Adds the Rust standard library of `target` with rustup when rustup manages the toolchain
+/// and the target is missing (a one-time download, like `rustup target add` by hand). Without
+/// rustup, Cargo's error says what is missing.
+pub fn ensure_target(target: &str) -> Result<(), ImageError> {
+    let Ok(output) = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+    else {
+        return Ok(());
+    };
+    if !output.status.success()
+        || String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .any(|line| line.trim() == target)
+    {
+        return Ok(());
+    }
+    eprintln!("note: adding the Rust target {target} (rustup target add {target})");
+    let status = Command::new("rustup")
+        .args(["target", "add", target])
+        .status()
+        .map_err(|e| ImageError::Tool(format!("cannot run rustup: {e}")))?;
+    if !status.success() {
+        return Err(ImageError::Tool(format!(
+            "rustup target add {target} failed ({status}); the images need it"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `cargo build` for `packages` (each builds the binary of the same name).
+pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), ImageError> {
+    ensure_target(&settings.target)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(&settings.workspace)
+        .args(["build", "--locked", "--profile", &settings.profile])
+        .args(["--target", &settings.target]);
+    for package in packages {
+        command.args(["-p", package]);
+    }
+    if let Some((var, cc)) = c_compiler(&settings.target)? {
+        command.env(var, cc);
+    }
+    command
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&settings.workspace))
+        .env("AGENT_SANDBOX_GIT_SHA", &settings.revision)
+        .env("AGENT_SANDBOX_BUILD_DATE", &settings.build_date);
+    let status = command
+        .status()
+        .map_err(|e| ImageError::Tool(format!("cannot run cargo build: {e}")))?;
+    if !status.success() {
+        return Err(ImageError::Tool(format!(
+            "cargo build --target {} of {} failed ({status})",
+            settings.target,
+            packages.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The C compiler of a musl target for the crates with C code (ring): cc-rs looks for
+/// `x86_64-linux-musl-gcc`, which Debian does not have; its `musl-gcc` wrapper (package
+/// `musl-tools`) is what builds for musl there. `CC_<target>` or `TARGET_CC`, when set, win.
+/// Found missing by the first image build on a machine without it: ring's build script failed
+/// with "failed to find tool x86_64-linux-musl-gcc".
+fn c_compiler(target: &str) -> Result<Option<(String, String)>, ImageError> {
+    if !target.ends_with("-linux-musl") {
+        return Ok(None);
+    }
+    let var = format!("CC_{}", target.replace('-', "_"));
+    if std::env::var_os(&var).is_some() || std::env::var_os("TARGET_CC").is_some() {
+        return Ok(None);
+    }
+    let cross = format!(
+        "{}-linux-musl-gcc",
+        target.split('-').next().unwrap_or_default()
+    );
+    for cc in [cross.as_str(), "musl-gcc"] {
+        if Command::new(cc).arg("--version").output().is_ok() {
+            return Ok(Some((var, cc.to_string())));
+        }
+    }
+    Err(ImageError::Tool(format!(
+        "no C compiler for {target} (ring has C code): install musl-tools (Debian, Ubuntu: \
+         apt-get install musl-tools), or set {var} to one"
+    )))
+}
+
+fn objcopy(args: &[&std::ffi::OsStr]) -> Result<(), ImageError> {
+    let output = Command::new("objcopy").args(args).output().map_err(|e| {
+        ImageError::Tool(format!(
+            "cannot run objcopy (binutils; install it with your package manager): {e}"
+        ))
+    })?;
+    if !output.status.success() {
+        return Err(ImageError::Tool(format!(
+            "objcopy {:?} failed: {}",
+            args,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the debug information of `binary` to `debug_file` and returns the stripped binary,
+/// which names `debug_file` (by its file name) in its `.gnu_debuglink` section.
+pub fn split_debug_info(
+    binary: &Path,
+    debug_file: &Path,
+    scratch: &Path,
+) -> Result<Vec<u8>, ImageError> {
+    objcopy(&[
+        "--only-keep-debug".as_ref(),
+        binary.as_os_str(),
+        debug_file.as_os_str(),
+    ])?;
+    let stripped = scratch.join(format!(
+        "{}.stripped",
+        binary.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let link = format!("--add-gnu-debuglink={}", debug_file.display());
+    objcopy(&[
+        "--strip-debug".as_ref(),
+        link.as_ref(),
+        binary.as_os_str(),
+        stripped.as_os_str(),
+    ])?;
+    let bytes =
+        std::fs::read(&stripped).map_err(|e| ImageError::io("cannot read", &stripped, e))?;
+    let _ = std::fs::remove_file(&stripped);
+    Ok(bytes)
+}
