@@ -260,6 +260,14 @@ impl Runtime {
         }
     }
 
+    /// A client whose writes the Lease does not fence, for the work every replica does whether
+    /// or not it leads: the conversion webhook's certificate Secret and the caBundle of the
+    /// CRDs (conversion is served by every replica, so a standby must be able to set them up).
+    /// The controllers' reconciles use [`Runtime::client`].
+    pub fn replica_client(&self) -> &Client {
+        &self.lease_client
+    }
+
     /// The fence the controllers' client checks before every write.
     pub fn fence(&self) -> &Fence {
         &self.fence

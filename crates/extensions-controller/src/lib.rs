@@ -95,7 +95,9 @@ pub async fn run(args: args::Args) -> Result<(), Error> {
 /// [`run`] on an already set-up runtime.
 pub async fn run_with(mut runtime: Runtime, args: &args::Args) -> Result<(), Error> {
     let domains = load_allowed_domains(&args.allowed_label_domains_file)?;
-    let (client, shutdown) = (runtime.client().clone(), runtime.shutdown_token());
+    // Every replica serves conversions, so the certificates are set up outside the Lease's
+    // fence (a standby's writes to its own Secret and the CRDs' caBundle are not reconciles).
+    let (client, shutdown) = (runtime.replica_client().clone(), runtime.shutdown_token());
     let webhook = controller_common::webhook::start(
         &args.webhook,
         &args.common.cluster_domain,
