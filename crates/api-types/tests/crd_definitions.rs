@@ -357,6 +357,10 @@ const EMBEDDED: &[&str] = &[
 /// Checks `node` at `path`: every schema of ours has a one-sentence description; embedded
 /// Kubernetes types have none.
 fn check_descriptions(path: &str, node: &serde_json::Value, problems: &mut Vec<String>) {
+    if path == ".metadata" {
+        // kube-apiserver allows nothing but the type here (see the test below).
+        return;
+    }
     let description = node.get("description").and_then(|d| d.as_str());
     let embedded_items = path.ends_with("[]") && EMBEDDED.contains(&path);
     if embedded_items {
@@ -394,6 +398,34 @@ fn check_descriptions(path: &str, node: &serde_json::Value, problems: &mut Vec<S
         items.get("properties").is_some() || EMBEDDED.contains(&&*format!("{path}[]"))
     }) {
         check_descriptions(&format!("{path}[]"), items, problems);
+    }
+}
+
+/// kube-apiserver refuses a CRD whose root `metadata` schema carries anything but
+/// `type: object` ("must not specify anything other than name and generateName"), a
+/// description included; devcluster did not, and the real control plane's tests caught it.
+#[test]
+fn the_root_metadata_schema_is_only_its_type_in_every_version() {
+    for crd in core_crds().into_iter().chain(extension_crds()) {
+        for version in &crd.spec.versions {
+            let schema = serde_json::to_value(
+                version
+                    .schema
+                    .as_ref()
+                    .unwrap()
+                    .open_api_v3_schema
+                    .as_ref()
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                schema.pointer("/properties/metadata"),
+                Some(&json!({"type": "object"})),
+                "{:?} {}",
+                crd.metadata.name,
+                version.name
+            );
+        }
     }
 }
 

@@ -101,6 +101,7 @@ pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
             ),
         ));
     }
+    causes.extend(root_metadata_causes(&versions));
     if causes.is_empty() {
         causes.extend(crate::schema_glue::check_crd(obj));
     }
@@ -195,6 +196,37 @@ pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
 }
 
 /// What a CRD update may not change: its scope, and the versions objects are stored at.
+/// kube-apiserver's rule for a version's root `metadata` schema: nothing but its type and the
+/// `name`/`generateName` properties (a description is refused too).
+fn root_metadata_causes(versions: &[Value]) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, version) in versions.iter().enumerate() {
+        let Some(metadata) = version
+            .pointer("/schema/openAPIV3Schema/properties/metadata")
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let allowed = metadata.iter().all(|(key, value)| match key.as_str() {
+            "type" => value == "object",
+            "properties" => value.as_object().is_some_and(|properties| {
+                properties
+                    .keys()
+                    .all(|name| name == "name" || name == "generateName")
+            }),
+            _ => false,
+        });
+        if !allowed {
+            causes.push(invalid(
+                &format!("spec.versions[{i}].schema.openAPIV3Schema.properties[metadata]"),
+                "FieldValueForbidden",
+                "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified".into(),
+            ));
+        }
+    }
+    causes
+}
+
 pub fn check_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
     let mut causes = Vec::new();
     let old_scope = old.pointer("/spec/scope").and_then(Value::as_str);
@@ -468,6 +500,23 @@ mod tests {
         let causes = check_update(&old, &crd("Cluster", &["v2"])).unwrap_err();
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["spec.scope", "status.storedVersions[0]"]);
+
+        // As kube-apiserver: the root metadata schema carries nothing but its type.
+        let mut described = crd("Namespaced", &["v1"]);
+        described["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
+            json!({"metadata": {"type": "object", "description": "Object metadata."}});
+        let causes = prepare(&mut described).unwrap_err();
+        assert_eq!(
+            (causes[0].field.as_str(), causes[0].reason.as_str()),
+            (
+                "spec.versions[0].schema.openAPIV3Schema.properties[metadata]",
+                "FieldValueForbidden"
+            )
+        );
+        let mut plain = crd("Namespaced", &["v1"]);
+        plain["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
+            json!({"metadata": {"type": "object"}});
+        prepare(&mut plain).unwrap();
     }
 
     fn finalizers_of(v: &Value) -> Vec<String> {

@@ -47,10 +47,9 @@ pub(crate) fn kind_schema<Spec: JsonSchema, Status: JsonSchema>(
         "kind".into(),
         json!({"type": "string", "description": "The kind of this object."}),
     );
-    properties.insert(
-        "metadata".into(),
-        json!({"type": "object", "description": "Standard object metadata: name, namespace, labels, annotations."}),
-    );
+    // kube-apiserver refuses a CRD whose root `metadata` schema says anything but its type
+    // (not even a description): "must not specify anything other than name and generateName".
+    properties.insert("metadata".into(), json!({"type": "object"}));
     properties.insert("spec".into(), spec);
     if let Some(status) = status {
         properties.insert("status".into(), status);
