@@ -90,11 +90,15 @@ impl DevCluster {
             Some(_) => format!("https://{addr}"),
             None => format!("http://{addr}"),
         };
-        let kubeconfig_path = match &config.kubeconfig_path {
-            Some(p) => p.clone(),
-            None => std::env::temp_dir()
-                .join(format!("devcluster-{}-{}", std::process::id(), addr.port()))
-                .join("kubeconfig"),
+        // Without a path of the caller's, the kubeconfig goes in a directory of our own under
+        // the temp dir, removed again when the cluster stops or is dropped.
+        let temp_kubeconfig_dir = config.kubeconfig_path.is_none().then(|| {
+            std::env::temp_dir().join(format!("devcluster-{}-{}", std::process::id(), addr.port()))
+        });
+        let kubeconfig_path = match (&config.kubeconfig_path, &temp_kubeconfig_dir) {
+            (Some(p), _) => p.clone(),
+            (None, Some(dir)) => dir.join("kubeconfig"),
+            (None, None) => unreachable!("a temp directory is chosen when no path is given"),
         };
         crate::kubeconfig::write_kubeconfig(
             &kubeconfig_path,
@@ -156,6 +160,7 @@ impl DevCluster {
             addr,
             url,
             kubeconfig_path,
+            temp_kubeconfig_dir,
             client,
             state,
             observer,
@@ -348,6 +353,8 @@ pub struct Running {
     addr: SocketAddr,
     url: String,
     kubeconfig_path: PathBuf,
+    /// The directory holding the kubeconfig when the caller gave no path: removed on stop.
+    temp_kubeconfig_dir: Option<PathBuf>,
     client: kube::Client,
     state: SharedState,
     observer: Arc<Observer>,
@@ -397,11 +404,20 @@ impl Running {
         self.shutdown.clone()
     }
 
-    /// Stop serving: open watches end, in-process controllers stop.
-    pub async fn shutdown(self) {
+    /// Stop serving: open watches end, in-process controllers stop; the kubeconfig written to
+    /// the temp directory (when no path was given) is removed.
+    pub async fn shutdown(mut self) {
         self.shutdown.cancel();
-        for t in self.tasks {
+        for t in std::mem::take(&mut self.tasks) {
             let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(dir) = self.temp_kubeconfig_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

@@ -578,3 +578,23 @@ async fn put_creates_leases_but_not_configmaps() {
         .unwrap_err();
     assert_eq!(status_code(&e), 404);
 }
+
+#[tokio::test]
+async fn the_kubeconfig_it_wrote_to_the_temp_dir_goes_when_it_stops_or_is_dropped() {
+    let stopped = start().await;
+    let first = stopped.kubeconfig_path().to_path_buf();
+    assert!(first.is_file(), "{}", first.display());
+    stopped.shutdown().await;
+    assert!(!first.exists(), "{} left behind", first.display());
+    assert!(!first.parent().unwrap().exists());
+
+    let dropped = start().await;
+    let second = dropped.kubeconfig_path().to_path_buf();
+    assert!(second.is_file());
+    drop(dropped);
+    assert!(
+        !second.parent().unwrap().exists(),
+        "{} left behind",
+        second.display()
+    );
+}
