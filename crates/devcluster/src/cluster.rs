@@ -92,13 +92,16 @@ impl DevCluster {
         };
         // Without a path of the caller's, the kubeconfig goes in a directory of our own under
         // the temp dir, removed again when the cluster stops or is dropped.
-        let temp_kubeconfig_dir = config.kubeconfig_path.is_none().then(|| {
-            std::env::temp_dir().join(format!("devcluster-{}-{}", std::process::id(), addr.port()))
-        });
-        let kubeconfig_path = match (&config.kubeconfig_path, &temp_kubeconfig_dir) {
-            (Some(p), _) => p.clone(),
-            (None, Some(dir)) => dir.join("kubeconfig"),
-            (None, None) => unreachable!("a temp directory is chosen when no path is given"),
+        let (kubeconfig_path, temp_kubeconfig_dir) = match &config.kubeconfig_path {
+            Some(path) => (path.clone(), None),
+            None => {
+                let dir = std::env::temp_dir().join(format!(
+                    "devcluster-{}-{}",
+                    std::process::id(),
+                    addr.port()
+                ));
+                (dir.join("kubeconfig"), Some(dir))
+            }
         };
         crate::kubeconfig::write_kubeconfig(
             &kubeconfig_path,
