@@ -166,6 +166,18 @@ impl Writer<'_> {
         format!("{}/{name}", self.o.namespace)
     }
 
+    /// The claim's resourceVersion this pass acted on: logged with each Sandbox a claim takes,
+    /// so a chaos run can tell a take decided before the claim's deletion (a race no write
+    /// order avoids) from one decided after it.
+    fn claim_version(&self) -> &str {
+        self.o
+            .claim
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+    }
+
     async fn delete_legacy_policy(&self, name: &str) {
         let api = Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(
             self.ctx.client.clone(),
@@ -331,7 +343,11 @@ impl Writer<'_> {
                             pool.clone(),
                             if was_ready { "ready" } else { "not_ready" },
                         );
-                        tracing::info!(sandbox = %key, "adopted warm pool Sandbox");
+                        tracing::info!(
+                            sandbox = %key,
+                            claim.resource_version = self.claim_version(),
+                            "adopted warm pool Sandbox"
+                        );
                         return Ok(Some(Outcome::Bound {
                             sandbox: Arc::new(adopted),
                             how: How::Adopted { pool, was_ready },
@@ -398,6 +414,11 @@ impl Writer<'_> {
                     .ledger
                     .bind(&self.o.uid, &name, Instant::now());
                 self.count_creation(&created, "cold", pool.clone(), "not_ready");
+                tracing::info!(
+                    sandbox = %self.key(&name),
+                    claim.resource_version = self.claim_version(),
+                    "created cold Sandbox"
+                );
                 Ok(Outcome::Bound {
                     sandbox: Arc::new(created),
                     how: How::Created { pool },
