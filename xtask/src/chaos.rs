@@ -141,12 +141,20 @@ pub struct Outcome {
     pub pauses: usize,
     /// Faults devcluster injected into the controllers' requests (from the audit log).
     pub faults_injected: usize,
+    /// Watches the controllers opened (from the audit log): early closes make them reopen.
+    pub watches_opened: usize,
+    /// Changes of a Lease's holder (from the audit log).
+    pub lease_takeovers: usize,
     /// Seconds from the end of the disturbance until every at-rest invariant held.
     pub convergence_s: Option<f64>,
     /// Seconds from SIGSTOP of the leader to another replica holding its Lease.
     pub takeover_s: Vec<f64>,
     /// Seconds from the start of cleanup until no Sandbox and no Pod was left.
     pub cleanup_s: Option<f64>,
+    /// Sandboxes taken for a claim after its deletion began, decided on the claim as it was
+    /// before (in flight when the delete arrived: a race, not a violation; see
+    /// `invariants::History::decided`).
+    pub takes_raced_deletion: usize,
     /// Watch events the harness checked.
     pub events: u64,
     pub violations: Vec<invariants::Violation>,
@@ -268,8 +276,9 @@ fn print_outcome(experiment: Experiment, o: &Outcome) {
             .join(", ")
     };
     println!(
-        "{}: {} claims created, {} bound, {} deleted; {} kills, {} pauses, {} faults injected; \
-         converged in {}, takeover {takeovers}, cleanup in {}; {} events checked; {:.0} s",
+        "{}: {} claims created, {} bound, {} deleted; {} kills, {} pauses, {} faults injected, \
+         {} watches opened, {} Lease takeovers; converged in {}, takeover {takeovers}, cleanup in \
+         {}; {} takes raced a deletion; {} events checked; {:.0} s",
         experiment.key(),
         o.claims_created,
         o.claims_bound,
@@ -277,8 +286,11 @@ fn print_outcome(experiment: Experiment, o: &Outcome) {
         o.kills,
         o.pauses,
         o.faults_injected,
+        o.watches_opened,
+        o.lease_takeovers,
         opt(o.convergence_s),
         opt(o.cleanup_s),
+        o.takes_raced_deletion,
         o.events,
         o.duration_s,
     );

@@ -99,6 +99,11 @@ pub struct Takeover {
 }
 
 /// Every change of holder of every Lease, in order.
+///
+/// A Lease is told apart by its namespace and the binary writing it (each binary contends for
+/// one Lease of its own), not by its name: devcluster's log names no object on a create (the
+/// name is in the body), so the Lease's first write would otherwise look like another Lease, and
+/// the two binaries' first writes like one Lease changing hands.
 pub fn takeovers(requests: &[Request]) -> Vec<Takeover> {
     let mut holders: BTreeMap<String, String> = BTreeMap::new();
     let mut out = Vec::new();
@@ -106,7 +111,7 @@ pub fn takeovers(requests: &[Request]) -> Vec<Takeover> {
         if r.resource != "leases" || !r.is_write() || !r.is_success() {
             continue;
         }
-        let lease = format!("{}/{}", r.namespace, r.name);
+        let lease = format!("{}/{}", r.namespace, r.binary());
         let sender = r.sender().to_owned();
         match holders.insert(lease.clone(), sender.clone()) {
             Some(previous) if previous != sender => out.push(Takeover {
@@ -138,7 +143,7 @@ impl std::fmt::Display for LateWrite {
         };
         write!(
             f,
-            "{} sent {} {what} {}/{} ({}) {:.3} s after {} took Lease {}",
+            "{} sent {} {what} {}/{} ({}) {:.3} s after {} took the Lease of {}",
             self.takeover.from,
             r.verb,
             r.namespace,
@@ -172,6 +177,37 @@ pub fn writes_after_lost_lease(requests: &[Request]) -> Vec<LateWrite> {
         }
     }
     late
+}
+
+/// A Sandbox the extensions controller took for a claim, from its log: (claim name, Sandbox
+/// name, the claim's resourceVersion the decision was made on).
+pub type Take = (String, String, u64);
+
+/// The takes (`adopted warm pool Sandbox`, `created cold Sandbox`) in an extensions-controller
+/// log of JSON lines (see [`super::invariants::History::decided`]).
+pub fn takes(log: &str) -> Vec<Take> {
+    let unqualified = |key: &str| key.rsplit_once('/').map_or(key, |(_, n)| n).to_owned();
+    log.lines()
+        .filter_map(|line| {
+            let v: Value = serde_json::from_str(line).ok()?;
+            let message = v["message"].as_str()?;
+            if message != "adopted warm pool Sandbox" && message != "created cold Sandbox" {
+                return None;
+            }
+            let claim = v["span"]["claim"].as_str()?;
+            let sandbox = v["sandbox"].as_str()?;
+            let version = v["claim.resource_version"].as_str()?.parse().ok()?;
+            Some((unqualified(claim), unqualified(sandbox), version))
+        })
+        .collect()
+}
+
+/// Watches of `binary` the server accepted (each reopened watch counts once more).
+pub fn watches_opened(requests: &[Request], binary: &str) -> usize {
+    requests
+        .iter()
+        .filter(|r| r.verb == "watch" && r.is_success() && r.binary() == binary)
+        .count()
 }
 
 /// Faults the server injected into requests of `binary`.
@@ -245,7 +281,7 @@ mod tests {
         assert!(
             late[0]
                 .to_string()
-                .starts_with("pod-a_1 sent create sandboxes ns/late (201) 3.000 s after pod-b_2"),
+                .starts_with("pod-a_1 sent create sandboxes ns/late (201) 3.000 s after pod-b_2 took the Lease of ns/extensions-controller"),
             "{}",
             late[0]
         );
@@ -264,6 +300,33 @@ mod tests {
         .join("\n");
         let requests = read(&log);
         assert_eq!(takeovers(&requests).len(), 1);
+        assert!(writes_after_lost_lease(&requests).is_empty());
+    }
+
+    /// The quick run's first leader-pause run reported 308 late writes by the sandbox-controller:
+    /// both binaries' Lease creates (no name in devcluster's log) counted as one Lease changing
+    /// hands. Seen failing before the Lease was keyed by binary.
+    #[test]
+    fn each_binary_has_its_own_lease_even_when_a_create_names_none() {
+        const CORE: &str = "sandbox-controller/v0.1.0 (core-1_3)";
+        let log = [
+            line("2026-01-01T00:00:01Z", "create", CORE, "leases", "", 201),
+            line("2026-01-01T00:00:02Z", "create", A, "leases", "", 201),
+            line(
+                "2026-01-01T00:00:03Z",
+                "update",
+                CORE,
+                "leases",
+                "core",
+                200,
+            ),
+            line("2026-01-01T00:00:04Z", "create", CORE, "pods", "p", 201),
+            line("2026-01-01T00:00:05Z", "update", A, "leases", "ext", 200),
+            line("2026-01-01T00:00:06Z", "patch", A, "sandboxes", "s", 200),
+        ]
+        .join("\n");
+        let requests = read(&log);
+        assert_eq!(takeovers(&requests), vec![]);
         assert!(writes_after_lost_lease(&requests).is_empty());
     }
 
@@ -289,5 +352,39 @@ mod tests {
         assert_eq!(requests.len(), 2);
         assert_eq!(injected_faults(&requests, "extensions-controller"), 1);
         assert_eq!(injected_faults(&requests, "sandbox-controller"), 0);
+    }
+
+    #[test]
+    fn only_accepted_watches_of_the_binary_count_as_opened() {
+        const CORE: &str = "sandbox-controller/v0.1.0 (core-1_3)";
+        let log = [
+            line("2026-01-01T00:00:01Z", "watch", A, "sandboxes", "", 200),
+            line("2026-01-01T00:00:02Z", "watch", A, "sandboxes", "", 200),
+            line("2026-01-01T00:00:03Z", "watch", A, "sandboxes", "", 500),
+            line("2026-01-01T00:00:04Z", "list", A, "sandboxes", "", 200),
+            line("2026-01-01T00:00:05Z", "watch", CORE, "pods", "", 200),
+        ]
+        .join("\n");
+        let requests = read(&log);
+        assert_eq!(watches_opened(&requests, "extensions-controller"), 2);
+        assert_eq!(watches_opened(&requests, "sandbox-controller"), 1);
+    }
+
+    #[test]
+    fn takes_are_read_from_the_controllers_log_lines() {
+        let log = [
+            r#"{"message":"adopted warm pool Sandbox","sandbox":"default/pool-x","claim.resource_version":"41","span":{"claim":"default/c1"}}"#,
+            r#"{"message":"created cold Sandbox","sandbox":"default/c2","claim.resource_version":"7","span":{"claim":"default/c2"}}"#,
+            r#"{"message":"something else","sandbox":"default/pool-y","span":{"claim":"default/c3"}}"#,
+            "not json",
+        ]
+        .join("\n");
+        assert_eq!(
+            takes(&log),
+            vec![
+                ("c1".to_owned(), "pool-x".to_owned(), 41),
+                ("c2".to_owned(), "c2".to_owned(), 7)
+            ]
+        );
     }
 }

@@ -90,6 +90,14 @@ const LEASE_NAMESPACE: &str = "agent-sandbox-system";
 pub async fn run(experiment: Experiment, ctx: &Ctx<'_>) -> Outcome {
     let started = Instant::now();
     let mut outcome = Outcome::default();
+    // A fresh directory: the audit log and the controllers' logs are appended to, and a
+    // previous run's lines would count as this one's (faults, watches, takeovers, takes).
+    if let Err(error) = std::fs::remove_dir_all(&ctx.dir)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        outcome.error = Some(format!("removing {}: {error}", ctx.dir.display()));
+        return outcome;
+    }
     if let Err(error) = std::fs::create_dir_all(&ctx.dir) {
         outcome.error = Some(format!("creating {}: {error}", ctx.dir.display()));
         return outcome;
@@ -227,22 +235,80 @@ async fn drive(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    let history = observer.stop();
+    let mut history = observer.stop();
+    for (claim, sandbox, version) in lab.takes() {
+        history.decided(&claim, &sandbox, version);
+    }
+    outcome.takes_raced_deletion = history.raced_deletion();
     outcome.violations.extend(history.violations());
     outcome.events = history.events();
     outcome.claims_bound = history.claims_bound();
-    outcome.claims_created = load.created();
+    outcome.claims_created += load.created();
     outcome.claims_deleted = load.deleted();
     let requests = lab.audit();
     outcome.faults_injected = audit::injected_faults(&requests, "extensions-controller")
         + audit::injected_faults(&requests, "sandbox-controller");
+    outcome.watches_opened = audit::watches_opened(&requests, "extensions-controller")
+        + audit::watches_opened(&requests, "sandbox-controller");
+    outcome.lease_takeovers = audit::takeovers(&requests).len();
     for late in audit::writes_after_lost_lease(&requests) {
         outcome.violations.push(Violation {
             invariant: "write-after-lost-lease",
             detail: late.to_string(),
         });
     }
+    outcome
+        .violations
+        .extend(not_exercised(experiment, outcome));
     Ok(())
+}
+
+/// What shows that `experiment` did what it claims (a run that disturbed nothing proves
+/// nothing): a violation `not-exercised` for each figure that says it did not.
+pub fn not_exercised(experiment: Experiment, o: &Outcome) -> Vec<Violation> {
+    let mut missing = Vec::new();
+    if o.claims_created == 0 || o.claims_bound == 0 {
+        missing.push(format!(
+            "{} claims created and {} bound: no load",
+            o.claims_created, o.claims_bound
+        ));
+    }
+    match experiment {
+        Experiment::KillStorm if o.kills == 0 => missing.push("no controller was killed".into()),
+        Experiment::ApiFaults if o.faults_injected == 0 => {
+            missing.push("no fault was injected into the controllers' requests".into());
+        }
+        Experiment::LeaderPause => {
+            if o.pauses == 0 {
+                missing.push("no leader was paused".into());
+            }
+            if o.takeover_s.len() < o.pauses || o.lease_takeovers < o.pauses {
+                missing.push(format!(
+                    "{} pause(s) but {} takeover(s) seen by the harness and {} in the audit log",
+                    o.pauses,
+                    o.takeover_s.len(),
+                    o.lease_takeovers
+                ));
+            }
+        }
+        Experiment::ChurnReady | Experiment::ChurnFast if o.claims_deleted == 0 => {
+            missing.push("no claim was deleted".into());
+        }
+        _ => {}
+    }
+    if o.convergence_s.is_none() {
+        missing.push("no convergence time: the at-rest checks never passed".into());
+    }
+    if o.cleanup_s.is_none() {
+        missing.push("no cleanup time: the cleanup check never passed".into());
+    }
+    missing
+        .into_iter()
+        .map(|detail| Violation {
+            invariant: "not-exercised",
+            detail: format!("{}: {detail}", experiment.key()),
+        })
+        .collect()
 }
 
 /// Retries `attempt` on errors (the API server may be injecting them) for up to 30 s.
@@ -809,4 +875,56 @@ async fn bad_input(
         .delete("long-template-pool", &DeleteParams::default())
         .await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy() -> Outcome {
+        Outcome {
+            claims_created: 10,
+            claims_bound: 10,
+            claims_deleted: 5,
+            kills: 2,
+            pauses: 1,
+            faults_injected: 7,
+            lease_takeovers: 1,
+            takeover_s: vec![15.2],
+            convergence_s: Some(1.0),
+            cleanup_s: Some(1.0),
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn an_experiment_that_did_its_disturbance_is_exercised() {
+        for experiment in Experiment::ALL {
+            assert_eq!(not_exercised(experiment, &busy()), vec![], "{experiment:?}");
+        }
+    }
+
+    #[test]
+    fn an_experiment_that_disturbed_nothing_is_a_failure() {
+        type Change = fn(&mut Outcome);
+        let cases: [(Experiment, Change); 6] = [
+            (Experiment::KillStorm, |o| o.kills = 0),
+            (Experiment::ApiFaults, |o| o.faults_injected = 0),
+            (Experiment::LeaderPause, |o| o.pauses = 0),
+            (Experiment::LeaderPause, |o| o.lease_takeovers = 0),
+            (Experiment::LeaderPause, |o| o.takeover_s.clear()),
+            (Experiment::ChurnFast, |o| o.claims_deleted = 0),
+        ];
+        for (experiment, change) in cases {
+            let mut outcome = busy();
+            change(&mut outcome);
+            let found = not_exercised(experiment, &outcome);
+            assert_eq!(found.len(), 1, "{experiment:?}: {found:?}");
+            assert_eq!(found[0].invariant, "not-exercised");
+        }
+        let mut idle = busy();
+        idle.claims_bound = 0;
+        idle.convergence_s = None;
+        assert_eq!(not_exercised(Experiment::BadInput, &idle).len(), 2);
+    }
 }

@@ -165,6 +165,24 @@ impl Lab {
             .unwrap_or_default()
     }
 
+    /// The Sandboxes the extensions controllers took for claims, from their logs.
+    pub fn takes(&self) -> Vec<audit::Take> {
+        let Ok(entries) = std::fs::read_dir(&self.stack.dir) else {
+            return Vec::new();
+        };
+        let mut takes = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(ControllerKind::Extensions.name())
+                && name.ends_with(".log")
+                && let Ok(text) = std::fs::read_to_string(entry.path())
+            {
+                takes.extend(audit::takes(&text));
+            }
+        }
+        takes
+    }
+
     pub async fn shutdown(self) {
         self.stack.shutdown().await;
     }
