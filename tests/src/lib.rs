@@ -22,6 +22,7 @@ pub mod controller_process;
 pub mod http_probe;
 pub mod otlp_receiver;
 pub mod release_rbac;
+pub mod webhook_client;
 /// The SVG (and text) waterfall of a captured trace.
 pub use otlp_capture::waterfall as trace_waterfall;
 
