@@ -44,6 +44,14 @@ use tokio_util::sync::CancellationToken;
 /// How long a test waits for a condition before failing.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
+/// How long a test waits for kube-controller-manager's garbage collector to remove the
+/// dependents of a deleted Sandbox. It learns of a kind added after it started (our CRDs, which
+/// each test installs) only at its discovery resync, every 30 s (fixed in
+/// kube-controller-manager), and until then cannot resolve an owner reference to that kind; so on
+/// the real ground a first collection can take [`DEADLINE`] plus that period. devcluster
+/// collects at once.
+pub const GC_DEADLINE: Duration = Duration::from_secs(75);
+
 /// Polls `probe` every 25 ms until it yields `Some`, panicking with `what` after `deadline`.
 pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut probe: F) -> T
 where
