@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use api_types::Sandbox;
 use devcluster::nodes::NodeConfig;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry;
 pub use realcluster::Ground;
 use sandbox_controller::{ControllerOptions, SandboxController, Settings};
@@ -330,23 +330,29 @@ async fn start_real() -> (Cluster, kube::Client, kube::Client) {
     (Cluster::Real(Box::new(ground)), client, controller_client)
 }
 
-/// Creates the CRDs and waits until their resources are served.
+/// Creates the CRDs and waits until each is `Established` (kube-apiserver serves a new CRD's
+/// resource only then, a moment after the create; devcluster at once).
 pub async fn install_crds(client: &kube::Client, crds: Vec<CustomResourceDefinition>) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
     for crd in crds {
+        names.push(crd.metadata.name.clone().expect("a CRD has a name"));
         api.create(&PostParams::default(), &crd)
             .await
             .expect("CRD created");
     }
-    let sandboxes: Api<Sandbox> = Api::all(client.clone());
-    wait_for("Sandbox CRD served", DEADLINE, || async {
-        sandboxes
-            .list(&ListParams::default())
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
+    for name in names {
+        wait_for(&format!("CRD {name} established"), DEADLINE, || async {
+            let crd = api.get(&name).await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        })
+        .await;
+    }
 }
 
 /// Creates, in `default`, the SandboxTemplate `template` whose pod runs `containers`, and one
