@@ -160,7 +160,8 @@ impl Cluster {
             .observer()
     }
 
-    async fn shutdown(self) {
+    /// Stops the control plane and removes its data.
+    pub async fn shutdown(self) {
         match self {
             Cluster::Dev(c) => c.shutdown().await,
             Cluster::Real(r) => {
@@ -296,14 +297,43 @@ async fn start_devcluster(options: &EnvOptions) -> (Cluster, kube::Client) {
     (Cluster::Dev(Box::new(cluster)), client)
 }
 
-/// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
-/// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
-async fn start_real() -> (Cluster, kube::Client, kube::Client) {
+/// A fresh real control plane, once the previous test's is stopped (one at a time per process:
+/// the tests assume a cluster of their own), and the turn that holds it.
+async fn start_real_cluster() -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
     static TURN: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>> = std::sync::OnceLock::new();
     let turn = TURN.get_or_init(Arc::default).clone().lock_owned().await;
     let cluster = realcluster::RealCluster::start(realcluster::Options::default())
         .await
         .expect("the real control plane starts (docs/cluster.md)");
+    (cluster, turn)
+}
+
+/// A bare control plane of [`ground`], as a user's cluster before an install (no CRDs, no
+/// RBAC of ours, no controllers): devcluster with `config`, or a fresh real one. Stop it with
+/// [`Cluster::shutdown`].
+pub async fn start_bare(config: devcluster::Config) -> Cluster {
+    match ground() {
+        Ground::DevCluster => Cluster::Dev(Box::new(
+            devcluster::DevCluster::start(config)
+                .await
+                .expect("devcluster starts"),
+        )),
+        Ground::Real => {
+            let (cluster, turn) = start_real_cluster().await;
+            let kubeconfig = cluster.kubeconfig_path();
+            Cluster::Real(Box::new(RealGround {
+                cluster,
+                kubeconfig,
+                _turn: turn,
+            }))
+        }
+    }
+}
+
+/// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
+/// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
+async fn start_real() -> (Cluster, kube::Client, kube::Client) {
+    let (cluster, turn) = start_real_cluster().await;
     let client = cluster.client().await.expect("admin client");
     release_rbac::install(&client).await;
     // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,

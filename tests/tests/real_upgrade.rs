@@ -118,24 +118,6 @@ fn xtask_migrate(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-fn build_binaries() -> PathBuf {
-    cargo::cargo_ok(&[
-        "build",
-        "--quiet",
-        "-p",
-        "sandbox-controller",
-        "--bin",
-        "sandbox-controller",
-        "-p",
-        "extensions-controller",
-        "--bin",
-        "extensions-controller",
-        "-p",
-        "xtask",
-    ]);
-    e2e_tests::controller_process::profile_dir()
-}
-
 fn stored_versions(crd: &CustomResourceDefinition) -> Vec<String> {
     crd.status
         .as_ref()
@@ -428,7 +410,7 @@ async fn a_v1alpha1_install_upgrades_through_the_webhooks_and_migrates_storage()
         eprintln!("skipping {TEST}: no shared/spec/reference-crds (set AGENT_SANDBOX_SPEC_DIR)");
         return;
     };
-    let binaries = tokio::task::spawn_blocking(build_binaries)
+    let binaries = tokio::task::spawn_blocking(|| cargo::build_controllers(&["xtask"]))
         .await
         .expect("build task");
     let cluster = realcluster::shared()
