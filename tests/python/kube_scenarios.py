@@ -15,6 +15,7 @@ import traceback
 import uuid
 
 import yaml
+from datetime import datetime, timezone
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.rest import ApiException
 
@@ -186,9 +187,13 @@ def events_through_both_apis(ctx):
     regarding = client.V1ObjectReference(
         api_version="v1", kind="ConfigMap", name=cm.metadata.name, namespace=ns,
         uid=cm.metadata.uid)
-    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    # eventTime is a MicroTime: kube-apiserver wants six fraction digits, and the client
+    # prints a datetime without any when its microseconds are 0 (400 "cannot parse").
+    now = datetime.now(timezone.utc)
+    now = now.replace(microsecond=now.microsecond or 1)
     written = events.create_namespaced_event(ns, client.EventsV1Event(
-        metadata=client.V1ObjectMeta(generate_name=cm.metadata.name + "."),
+        # kube-apiserver validates generateName as a DNS subdomain: it may not end with '.'.
+        metadata=client.V1ObjectMeta(generate_name=cm.metadata.name + "-"),
         event_time=now, action="Observe", reason="Observed", type="Normal",
         note="saw the configmap", regarding=regarding,
         reporting_controller="example.com/observer", reporting_instance="observer-0"))
@@ -212,6 +217,8 @@ def events_through_both_apis(ctx):
         involved_object=client.V1ObjectReference(kind="ConfigMap", name=cm.metadata.name,
                                                  namespace=ns),
         reason="Legacy", message="old recorder", type="Warning", count=3, event_time=now,
+        # With eventTime set, kube-apiserver validates it as a new-style event: these are required.
+        reporting_component="old-controller", reporting_instance="old-controller-0", action="Record",
         source=client.V1EventSource(component="old-controller")))
     seen = events.read_namespaced_event(old.metadata.name, ns)
     assert seen.note == "old recorder", seen
@@ -558,7 +565,9 @@ def sdk_claim_calls(ctx):
 
     listed = custom.list_namespaced_custom_object(g, v, ns, "sandboxclaims", label_selector="acceptance=yes")
     assert name in [i["metadata"]["name"] for i in listed["items"]]
-    expect_status(api_error(custom.get_namespaced_custom_object, g, "v1beta1", ns, "sandboxes", "warm-none"),
+    # A missing Sandbox (agents.x-k8s.io: asking the extensions group for `sandboxes`, a resource
+    # it does not have, gets kube-apiserver's plain-text "404 page not found", not a Status).
+    expect_status(api_error(custom.get_namespaced_custom_object, *AGENTS, ns, "sandboxes", "warm-none"),
                   404, "NotFound")
     # Rollback delete: body {"preconditions":{"uid":...}} without apiVersion/kind.
     expect_status(api_error(custom.delete_namespaced_custom_object, g, v, ns, "sandboxclaims", name,

@@ -71,10 +71,18 @@ def ready_condition(obj):
     return None
 
 
+# Dependents go by garbage collection. kube-controller-manager's collector learns of a kind
+# added after it started (our CRDs) only at its discovery resync, every 30 s, so on the real
+# ground the first collection can take that much longer (e2e_tests::GC_DEADLINE says the same).
+GC_TIMEOUT = 75.0
+
+
 def check_gone(custom, core, claim_name, sandbox_id):
     wait_until("claim deleted", lambda: claim_of(custom, claim_name) is None)
-    wait_until("sandbox deleted with its claim", lambda: sandbox_of(custom, sandbox_id) is None)
-    wait_until("pod deleted with its sandbox", lambda: not pods_of(core, sandbox_id))
+    wait_until("sandbox deleted with its claim", lambda: sandbox_of(custom, sandbox_id) is None,
+               timeout=GC_TIMEOUT)
+    wait_until("pod deleted with its sandbox", lambda: not pods_of(core, sandbox_id),
+               timeout=GC_TIMEOUT)
 
 
 def main(kubeconfig, warm_pool, cold_pool):

@@ -22,6 +22,7 @@ pub mod controller_process;
 pub mod http_probe;
 pub mod otlp_receiver;
 pub mod release_rbac;
+pub mod webhook_client;
 /// The SVG (and text) waterfall of a captured trace.
 pub use otlp_capture::waterfall as trace_waterfall;
 
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 use api_types::Sandbox;
 use devcluster::nodes::NodeConfig;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry;
 pub use realcluster::Ground;
 use sandbox_controller::{ControllerOptions, SandboxController, Settings};
@@ -42,6 +43,14 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for a condition before failing.
 pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a test waits for kube-controller-manager's garbage collector to remove the
+/// dependents of a deleted Sandbox. It learns of a kind added after it started (our CRDs, which
+/// each test installs) only at its discovery resync, every 30 s (fixed in
+/// kube-controller-manager), and until then cannot resolve an owner reference to that kind; so on
+/// the real ground a first collection can take [`DEADLINE`] plus that period. devcluster
+/// collects at once.
+pub const GC_DEADLINE: Duration = Duration::from_secs(75);
 
 /// Polls `probe` every 25 ms until it yields `Some`, panicking with `what` after `deadline`.
 pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut probe: F) -> T
@@ -151,7 +160,8 @@ impl Cluster {
             .observer()
     }
 
-    async fn shutdown(self) {
+    /// Stops the control plane and removes its data.
+    pub async fn shutdown(self) {
         match self {
             Cluster::Dev(c) => c.shutdown().await,
             Cluster::Real(r) => {
@@ -287,14 +297,43 @@ async fn start_devcluster(options: &EnvOptions) -> (Cluster, kube::Client) {
     (Cluster::Dev(Box::new(cluster)), client)
 }
 
-/// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
-/// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
-async fn start_real() -> (Cluster, kube::Client, kube::Client) {
+/// A fresh real control plane, once the previous test's is stopped (one at a time per process:
+/// the tests assume a cluster of their own), and the turn that holds it.
+async fn start_real_cluster() -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
     static TURN: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>> = std::sync::OnceLock::new();
     let turn = TURN.get_or_init(Arc::default).clone().lock_owned().await;
     let cluster = realcluster::RealCluster::start(realcluster::Options::default())
         .await
         .expect("the real control plane starts (docs/cluster.md)");
+    (cluster, turn)
+}
+
+/// A bare control plane of [`ground`], as a user's cluster before an install (no CRDs, no
+/// RBAC of ours, no controllers): devcluster with `config`, or a fresh real one. Stop it with
+/// [`Cluster::shutdown`].
+pub async fn start_bare(config: devcluster::Config) -> Cluster {
+    match ground() {
+        Ground::DevCluster => Cluster::Dev(Box::new(
+            devcluster::DevCluster::start(config)
+                .await
+                .expect("devcluster starts"),
+        )),
+        Ground::Real => {
+            let (cluster, turn) = start_real_cluster().await;
+            let kubeconfig = cluster.kubeconfig_path();
+            Cluster::Real(Box::new(RealGround {
+                cluster,
+                kubeconfig,
+                _turn: turn,
+            }))
+        }
+    }
+}
+
+/// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
+/// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
+async fn start_real() -> (Cluster, kube::Client, kube::Client) {
+    let (cluster, turn) = start_real_cluster().await;
     let client = cluster.client().await.expect("admin client");
     release_rbac::install(&client).await;
     // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
@@ -321,23 +360,29 @@ async fn start_real() -> (Cluster, kube::Client, kube::Client) {
     (Cluster::Real(Box::new(ground)), client, controller_client)
 }
 
-/// Creates the CRDs and waits until their resources are served.
+/// Creates the CRDs and waits until each is `Established` (kube-apiserver serves a new CRD's
+/// resource only then, a moment after the create; devcluster at once).
 pub async fn install_crds(client: &kube::Client, crds: Vec<CustomResourceDefinition>) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
     for crd in crds {
+        names.push(crd.metadata.name.clone().expect("a CRD has a name"));
         api.create(&PostParams::default(), &crd)
             .await
             .expect("CRD created");
     }
-    let sandboxes: Api<Sandbox> = Api::all(client.clone());
-    wait_for("Sandbox CRD served", DEADLINE, || async {
-        sandboxes
-            .list(&ListParams::default())
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
+    for name in names {
+        wait_for(&format!("CRD {name} established"), DEADLINE, || async {
+            let crd = api.get(&name).await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        })
+        .await;
+    }
 }
 
 /// Creates, in `default`, the SandboxTemplate `template` whose pod runs `containers`, and one

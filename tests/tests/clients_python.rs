@@ -1,5 +1,6 @@
 //! The Python `kubernetes` client (the package the agent-sandbox SDK is built on), unmodified,
-//! against devcluster. Each test starts its own cluster, then runs scenarios of
+//! against devcluster or, with `AGENT_SANDBOX_CLUSTER=real`, kube-apiserver, with the same
+//! assertions. Each test starts its own cluster, then runs scenarios of
 //! `tests/python/kube_scenarios.py`; the script first applies our CRDs (`deploy/crds`) through
 //! the apiextensions API and waits for them to be Established.
 
@@ -9,11 +10,10 @@ mod python;
 use std::ffi::OsStr;
 use std::time::Duration;
 
-/// Starts devcluster with `config`, runs `scenarios` and asserts each reports `ok`.
+/// Starts a bare cluster of the ground (devcluster with `config`), runs `scenarios` and
+/// asserts each reports `ok`.
 async fn run(config: devcluster::Config, scenarios: &[&str]) {
-    let cluster = devcluster::DevCluster::start(config)
-        .await
-        .expect("devcluster starts");
+    let cluster = e2e_tests::start_bare(config).await;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let names: Vec<String> = scenarios.iter().map(|s| s.to_string()).collect();
     let run = tokio::task::spawn_blocking(move || {
@@ -71,6 +71,14 @@ async fn python_watch_from_resource_version_with_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_watch_from_compacted_resource_version_is_410() {
+    // Tracking (issue #19.4): kube-apiserver compacts etcd every 5 minutes; a test of it there
+    // needs a cluster started with a short --etcd-compaction-interval.
+    if !e2e_tests::devcluster_only(
+        "python_watch_from_compacted_resource_version_is_410",
+        "it needs devcluster's short watch history (history_limit) to see a 410",
+    ) {
+        return;
+    }
     let config = devcluster::Config {
         history_limit: 10,
         ..devcluster::Config::ephemeral()

@@ -6,7 +6,6 @@
 //! server's part.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};
@@ -15,8 +14,6 @@ use e2e_tests::{DEADLINE, Env, EnvOptions, wait_for};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -79,22 +76,7 @@ async fn ca_bundle(env: &Env) -> String {
 
 /// A client that trusts only `ca_pem` and reaches `addr` under the Service's DNS name.
 fn client(ca_pem: &str, addr: SocketAddr) -> reqwest::Client {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .resolve(&format!("{SERVICE}.{}.svc", namespace()), addr)
-        .build()
-        .unwrap()
+    e2e_tests::webhook_client::client(ca_pem, &format!("{SERVICE}.{}.svc", namespace()), addr)
 }
 
 async fn convert(http: &reqwest::Client, port: u16, desired: &str, object: Value) -> Value {

@@ -15,7 +15,6 @@
 mod cargo;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
@@ -60,22 +59,6 @@ const EXPLAINED: &[&str] = &[
     "core secrets update (sandbox-controller-webhook-certs)",
     "core secrets update (extensions-controller-webhook-certs)",
 ];
-
-fn build_binaries() -> PathBuf {
-    cargo::cargo_ok(&[
-        "build",
-        "--quiet",
-        "-p",
-        "sandbox-controller",
-        "--bin",
-        "sandbox-controller",
-        "-p",
-        "extensions-controller",
-        "--bin",
-        "extensions-controller",
-    ]);
-    e2e_tests::controller_process::profile_dir()
-}
 
 fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
     serde_json::from_value(value).expect("a valid object")
@@ -368,7 +351,7 @@ async fn controllers_on_their_service_accounts_use_their_grants_and_nothing_else
     if !realcluster::go_or_skip(TEST) {
         return;
     }
-    let binaries = tokio::task::spawn_blocking(build_binaries)
+    let binaries = tokio::task::spawn_blocking(|| cargo::build_controllers(&[]))
         .await
         .expect("build task");
     let cluster = realcluster::shared()

@@ -14,14 +14,6 @@ fn in_ms(ms: i64) -> String {
 
 #[tokio::test]
 async fn retain_policy_clears_children_and_status_at_shutdown_time() {
-    // Tracking: the real ground has no volume provisioner, so a Pod with a PVC never schedules
-    // there (issue #19.3: add a local-path provisioner or kwok stage that binds PVCs).
-    if !e2e_tests::devcluster_only(
-        "retain_policy_clears_children_and_status_at_shutdown_time",
-        "its Pod mounts a PVC and no provisioner binds it",
-    ) {
-        return;
-    }
     let env = Env::start(EnvOptions::default()).await;
     let sandboxes = env.sandboxes("default");
     sandboxes

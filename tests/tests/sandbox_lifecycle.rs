@@ -1,7 +1,9 @@
 //! Sandbox lifecycle on devcluster with only the core CRD installed: Pod, Service, PVCs,
 //! status, readiness and garbage collection.
 
-use e2e_tests::{DEADLINE, Env, EnvOptions, condition, sandbox, wait_for, wait_ready_reason};
+use e2e_tests::{
+    DEADLINE, Env, EnvOptions, GC_DEADLINE, condition, sandbox, wait_for, wait_ready_reason,
+};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -65,15 +67,14 @@ async fn sandbox_becomes_ready_with_pod_service_and_pvc() {
         pod.metadata.labels.as_ref().unwrap()["agents.x-k8s.io/sandbox-name-hash"],
         hash
     );
+    // Found by name: kube-apiserver's ServiceAccount admission adds its token volume too.
     let volumes = pod.spec.unwrap().volumes.unwrap();
+    let work = volumes
+        .iter()
+        .find(|v| v.name == "work")
+        .unwrap_or_else(|| panic!("no volume `work` in {volumes:?}"));
     assert_eq!(
-        volumes
-            .last()
-            .unwrap()
-            .persistent_volume_claim
-            .as_ref()
-            .unwrap()
-            .claim_name,
+        work.persistent_volume_claim.as_ref().unwrap().claim_name,
         "work-life"
     );
 
@@ -97,12 +98,17 @@ async fn sandbox_becomes_ready_with_pod_service_and_pvc() {
         .delete("life", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("children collected", DEADLINE, || async {
+    let deleted = std::time::Instant::now();
+    wait_for("children collected", GC_DEADLINE, || async {
         let pod = pods.get_opt("life").await.ok()?;
         let svc = env.api::<Service>("default").get_opt("life").await.ok()?;
         (pod.is_none() && svc.is_none()).then_some(())
     })
     .await;
+    eprintln!(
+        "children collected {:?} after the delete",
+        deleted.elapsed()
+    );
     env.stop().await;
 }
 

@@ -275,3 +275,75 @@ fn claims_and_no_controllers_are_exclusive() {
         "{stderr}"
     );
 }
+
+/// `--traces` with a claim: the claim's trace arrives from the controllers, is printed as a
+/// waterfall and written as SVG under `<dir>/traces/`, with nothing else installed.
+#[test]
+fn traces_shows_each_bound_claims_trace_and_saves_it_as_svg() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().to_path_buf();
+    let mut dev = DevProcess::start_with(&dir, &["dev", "--traces", "--claims", "1"]);
+    dev.wait_built(&dir);
+    let banner = dev.read_until("Press Ctrl-C", Instant::now() + READY_DEADLINE, &dir);
+    let stderr = std::fs::read_to_string(dir.join("xtask-dev.stderr")).unwrap();
+    dev.child_pids = started_pids(&stderr).iter().map(|(_, pid)| *pid).collect();
+    assert!(
+        stderr.contains("receiving the controllers' traces at http://127.0.0.1:"),
+        "{stderr}"
+    );
+    let claim = banner
+        .iter()
+        .find_map(|line| line.strip_prefix("claim "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no claim line in the banner:\n{}", banner.join("\n")))
+        .to_owned();
+
+    // The trace is drawn once it has been quiet for a second: before or after the banner ends.
+    let mut lines = banner.clone();
+    if !lines.iter().any(|line| line.contains("==> trace of claim")) {
+        lines.extend(dev.read_until(
+            "==> trace of claim",
+            Instant::now() + Duration::from_secs(60),
+            &dir,
+        ));
+    }
+    let at = lines
+        .iter()
+        .position(|line| line.contains("==> trace of claim"))
+        .unwrap();
+    // The waterfall text follows its header: the claim span is one of its rows.
+    if !lines[at..]
+        .iter()
+        .any(|line| line.contains("claim-to-bound"))
+    {
+        lines.extend(dev.read_until(
+            "claim-to-bound",
+            Instant::now() + Duration::from_secs(5),
+            &dir,
+        ));
+    }
+    let header = &lines[at];
+    assert!(
+        header.contains(&format!("claim default/{claim} (")) && header.contains("ms to bound"),
+        "{header}"
+    );
+    let svg_path = header
+        .split("written to ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SVG written: {header}"));
+    assert!(
+        Path::new(svg_path).starts_with(dir.join("traces")),
+        "{svg_path}"
+    );
+    let svg = std::fs::read_to_string(svg_path).unwrap();
+    assert!(svg.contains("<svg"), "{svg}");
+    assert!(
+        svg.contains("claim-to-bound"),
+        "the SVG names the claim span:\n{svg}"
+    );
+    dev.signal(Signal::INT);
+    let status = dev
+        .wait_exit(Instant::now() + Duration::from_secs(60))
+        .expect("xtask dev did not exit within 60 s of SIGINT");
+    assert!(status.success(), "exit status {status}");
+}

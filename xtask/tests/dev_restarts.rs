@@ -49,6 +49,19 @@ fn stop(mut dev: DevProcess) {
     assert!(status.success(), "exit status {status}");
 }
 
+/// The last lines of the logs of the controllers the test started by hand.
+fn hand_started_logs(dir: &Path) -> String {
+    (0..2)
+        .map(|i| {
+            let text =
+                std::fs::read_to_string(dir.join(format!("by-hand-{i}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
 fn wait_pool_ready(dir: &Path) {
     let env = vec![
         (
@@ -75,14 +88,14 @@ fn wait_pool_ready(dir: &Path) {
         }
         assert!(
             Instant::now() < deadline,
-            "the pool never got 3 ready sandboxes"
+            "the pool never got 3 ready sandboxes; controllers started by hand:\n{}",
+            hand_started_logs(dir)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 #[test]
-#[ignore = "tracking: issue #20 item 4, the pool did not fill again after the devcluster restart in the first full run (controllers started by hand reconnecting to a new devcluster at the same address); run with --ignored"]
 fn devcluster_keeps_its_address_so_controllers_started_by_hand_reconnect() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().to_path_buf();
@@ -96,17 +109,20 @@ fn devcluster_keeps_its_address_so_controllers_started_by_hand_reconnect() {
         "{stderr}"
     );
 
-    // The controllers as printed, started by hand; they outlive the devcluster restart.
-    let cwd = std::env::current_dir().unwrap();
+    // The controllers as printed, started by hand from the repository root (the printed
+    // paths are relative to it); they outlive the devcluster restart.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let controllers: Vec<KillOnDrop> = banner
         .iter()
         .map(|line| line.trim())
         .filter(|line| line.contains("-controller --kubeconfig="))
-        .map(|command| {
+        .enumerate()
+        .map(|(i, command)| {
+            let log = std::fs::File::create(dir.join(format!("by-hand-{i}.log"))).unwrap();
             KillOnDrop(
-                shell(&format!("exec {command}"), &[], &cwd)
+                shell(&format!("exec {command}"), &[], root)
                     .stdout(Stdio::null())
-                    .stderr(Stdio::null())
+                    .stderr(log)
                     .spawn()
                     .unwrap(),
             )

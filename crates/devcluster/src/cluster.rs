@@ -72,7 +72,11 @@ impl DevCluster {
         };
         let shutdown = CancellationToken::new();
         let state: SharedState = Arc::new(AppState {
-            store: Store::new(config.history_limit, config.watch_buffer),
+            store: Store::starting_at(
+                crate::store::clock_resource_version(),
+                config.history_limit,
+                config.watch_buffer,
+            ),
             registry: Registry::with_builtins(),
             options: ServerOptions {
                 bookmark_interval: config.bookmark_interval,

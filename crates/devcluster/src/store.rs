@@ -303,22 +303,46 @@ struct Inner {
     watch_buffer: usize,
 }
 
+/// The resourceVersion a fresh server starts from: microseconds since the Unix epoch. A run
+/// would have to write more than a million objects a second to reach the next run's start, so
+/// versions grow across restarts; the value stays below 2^53, so clients that read versions
+/// as JSON numbers (JavaScript) keep them exact.
+pub fn clock_resource_version() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| {
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX >> 11)
+        })
+}
+
 pub struct Store {
     inner: Mutex<Inner>,
     tx: broadcast::Sender<Arc<Event>>,
 }
 
 impl Store {
+    /// A store starting at resourceVersion 1 (tests; a server seeds it from the clock).
+    #[cfg(test)]
     pub fn new(history_limit: usize, watch_buffer: usize) -> Self {
+        Self::starting_at(1, history_limit, watch_buffer)
+    }
+
+    /// A store whose first write gets `first_rv + 1`; watches from any older resourceVersion
+    /// get 410 `Expired`, as after a compaction. A server seeds it from the clock
+    /// ([`clock_resource_version`]) so that a restarted devcluster never hands out a
+    /// resourceVersion its previous run already used: clients still watching from the old run
+    /// relist instead of waiting, silently, for the new run to catch up with their version.
+    pub fn starting_at(first_rv: u64, history_limit: usize, watch_buffer: usize) -> Self {
+        let first_rv = first_rv.max(1);
         let (tx, _) = broadcast::channel(watch_buffer.max(16));
         Store {
             inner: Mutex::new(Inner {
-                rv: 1,
+                rv: first_rv,
                 objects: HashMap::new(),
                 resource_names: HashMap::new(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
-                compacted_rv: 1,
+                compacted_rv: first_rv,
                 dependents: HashMap::new(),
                 uids: HashMap::new(),
                 missing_owners: BTreeSet::new(),

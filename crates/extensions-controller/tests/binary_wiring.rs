@@ -2,8 +2,7 @@
 //! election on its own Lease, `/readyz` once the caches are synced, `/metrics` with the
 //! reference's claim families, a clean shutdown; and a bad allow-list file is refused.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};

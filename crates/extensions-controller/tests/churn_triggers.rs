@@ -2,8 +2,7 @@
 //! stop the controller. Every later claim is still bound, and the pool still follows its
 //! members.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::time::Duration;
 

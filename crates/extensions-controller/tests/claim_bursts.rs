@@ -2,8 +2,7 @@
 //! middle: every claim gets exactly one Sandbox, no Sandbox serves two claims, the pool never
 //! holds more than `replicas` members, and nothing leaks.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::HashSet;
 use std::sync::Arc;

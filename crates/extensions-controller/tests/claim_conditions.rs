@@ -1,8 +1,7 @@
 //! Claims that cannot be served warm, or at all: each gets the documented Ready condition and
 //! recovers when the cause is fixed.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::Sandbox;
 use api_types::keys::{SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_TEMPLATE_REF_HASH_LABEL};

@@ -1,7 +1,6 @@
 //! Claim lifecycle: expiry with Retain and Delete, and deletion cascading to Sandbox and Pod.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::{Sandbox, SandboxClaim};
 use e2e_tests::{DEADLINE, wait_for};

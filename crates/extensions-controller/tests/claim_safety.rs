@@ -3,8 +3,7 @@
 //! Sandbox; a template whose NetworkPolicy cannot be made hands out no Sandbox; a template with
 //! the longest name the API allows still gets its policy.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::{Sandbox, SandboxClaim};
 use e2e_tests::{DEADLINE, wait_for};

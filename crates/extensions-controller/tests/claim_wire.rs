@@ -3,8 +3,7 @@
 //! and the Ready condition's `lastTransitionTime` is when the claim became Ready (never before
 //! the claim existed).
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::sync::{Arc, Mutex};
 

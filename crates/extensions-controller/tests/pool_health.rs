@@ -1,8 +1,7 @@
 //! Pool members that never become Ready are replaced after the readiness grace period.
 //! (Unschedulable members are held instead: `pool_unschedulable.rs`.)
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

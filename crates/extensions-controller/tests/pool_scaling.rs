@@ -1,7 +1,6 @@
 //! SandboxWarmPool: the scale subresource, scale to zero, and the Recreate update strategy.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::{SandboxTemplate, SandboxWarmPool};
 use e2e_tests::{DEADLINE, wait_for};

@@ -1,8 +1,7 @@
 //! A pool whose template does not exist says so (a Warning Event naming the template), shows
 //! `0` ready rather than a blank, and fills once the template appears.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::SandboxWarmPool;
 use e2e_tests::{DEADLINE, wait_for};

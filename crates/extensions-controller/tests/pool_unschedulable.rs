@@ -1,8 +1,7 @@
 //! Pool members whose Pods the scheduler cannot place are held, not replaced: a replacement
 //! would be just as unschedulable, and churning them would only load the API server.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

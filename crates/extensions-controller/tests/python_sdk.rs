@@ -2,8 +2,7 @@
 //! controllers: create a claim from a warm pool and from an empty pool, wait Ready, delete.
 //! The venv is created on first use under the target directory (needs PyPI access once).
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::PathBuf;
 use std::process::Command;

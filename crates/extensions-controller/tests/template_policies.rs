@@ -1,8 +1,7 @@
 //! SandboxTemplate: the shared NetworkPolicy (secure default, custom, Unmanaged) and the
 //! template-ref-hash label.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::SandboxTemplate;
 use api_types::keys::SANDBOX_TEMPLATE_REF_HASH_LABEL;

@@ -1,8 +1,7 @@
 //! The manifests users already apply (spec `examples/`) work as-is with both controllers.
 //! Skipped with a printed line where the spec's examples are absent (`reference-spec`).
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::Path;
 

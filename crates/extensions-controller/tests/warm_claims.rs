@@ -1,8 +1,7 @@
 //! Warm claims end to end on devcluster with both controllers: a claim takes a Ready pool
 //! member by ownership transfer, the pool refills, and the writes are counted.
 
-#[path = "support/harness.rs"]
-mod harness;
+use crate::harness;
 
 use api_types::keys::{SANDBOX_ID_LABEL, SANDBOX_LAUNCH_TYPE_LABEL, SANDBOX_WARM_POOL_LABEL};
 use api_types::{Sandbox, SandboxClaim};

@@ -14,6 +14,7 @@ use crate::config::{self, Delay, Layout, Ports};
 use crate::error::Error;
 use crate::pki::{self, Pki};
 use crate::process::{ComponentInfo, Exit, Supervisor};
+use crate::provisioner::Provisioner;
 use crate::upstream::{self, Binaries, Component};
 use crate::{Progress, sweep};
 
@@ -75,6 +76,9 @@ pub struct RealCluster {
     audit_log: PathBuf,
     nodes: u32,
     supervisor: Option<Supervisor>,
+    /// Binds every PersistentVolumeClaim of the default StorageClass (see
+    /// [`crate::provisioner`]); stopped before the components.
+    provisioner: Option<Provisioner>,
     started: Duration,
 }
 
@@ -113,6 +117,7 @@ impl RealCluster {
             audit_log,
             nodes: options.nodes,
             supervisor: Some(Supervisor::new(options.own_process_groups)),
+            provisioner: None,
             started: Duration::ZERO,
         };
         // From here on, an error drops `cluster`, which stops what started and removes the
@@ -275,6 +280,7 @@ impl RealCluster {
             },
         )
         .await?;
+        self.provisioner = Some(Provisioner::start(&client, self.kubeconfig_path()).await?);
         Ok(())
     }
 
@@ -500,6 +506,7 @@ impl RealCluster {
     }
 
     fn shutdown(&mut self, grace: Duration) {
+        drop(self.provisioner.take());
         if let Some(supervisor) = self.supervisor.take() {
             supervisor.stop(grace);
             drop(supervisor);

@@ -25,6 +25,7 @@ pub mod config;
 pub mod error;
 pub mod pki;
 pub mod process;
+pub mod provisioner;
 pub mod sweep;
 pub mod upstream;
 

@@ -1,12 +1,14 @@
-//! The real control plane works as a production cluster would: Pods run on kwok nodes, RBAC
-//! denies a ServiceAccount what no role grants it, and the audit log records that request.
+//! The real control plane works as a production cluster would: Pods run on kwok nodes with
+//! their claimed volumes bound by the default StorageClass's provisioner, RBAC denies a ServiceAccount what no role grants it, and the audit log records that request.
 //!
 //! The first run builds the upstream binaries (minutes; see docs/cluster.md). Without `go` the
 //! tests print one line and pass, except under `CI` or `AGENT_SANDBOX_REQUIRE_GO=1`.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
+};
 use kube::api::{Api, ListParams, PostParams};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -60,13 +62,45 @@ async fn a_pod_runs_on_a_kwok_node() {
     })
     .await;
 
+    // A claim naming no class gets the default one, and a volume bound to it.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "pod-runs");
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}},
+    }))
+    .unwrap();
+    let claim = claims.create(&PostParams::default(), &claim).await.unwrap();
+    let spec = claim.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.storage_class_name.as_deref(),
+        Some(realcluster::provisioner::STORAGE_CLASS)
+    );
+
     let pods: Api<Pod> = Api::namespaced(client.clone(), "pod-runs");
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "web"},
-        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
+                                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]},
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    let volume_name = wait_for("pod-runs/data to be Bound", || async {
+        let claim = claims.get("data").await.ok()?;
+        let phase = claim.status.as_ref()?.phase.as_deref()?;
+        (phase == "Bound").then(|| claim.spec?.volume_name)?
+    })
+    .await;
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let volume = volumes.get(&volume_name).await.unwrap();
+    let volume_spec = volume.spec.unwrap();
+    assert_eq!(volume_spec.capacity.unwrap()["storage"].0, "2Gi");
+    assert_eq!(
+        volume_spec.claim_ref.unwrap().uid,
+        claim.metadata.uid,
+        "bound to this claim"
+    );
 
     let running = wait_for("pod-runs/web to be Running and Ready", || async {
         let pod = pods.get("web").await.ok()?;
@@ -94,6 +128,17 @@ async fn a_pod_runs_on_a_kwok_node() {
             .await
             .ok()
             .and_then(|pod| pod.is_none().then_some(()))
+    })
+    .await;
+
+    // The claim deleted, its volume is released and deleted.
+    claims.delete("data", &Default::default()).await.unwrap();
+    wait_for("the released volume to be deleted", || async {
+        volumes
+            .get_opt(&volume_name)
+            .await
+            .ok()
+            .and_then(|volume| volume.is_none().then_some(()))
     })
     .await;
 }

@@ -1,10 +1,7 @@
 //! The Sandbox controller running against an in-process API server: each test drives it through
 //! the API and asserts what a user would see (objects, status, conditions).
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
-#[path = "support/harness.rs"]
-mod harness;
+use crate::{fake_api, harness};
 
 use std::time::Duration;
 

@@ -2,10 +2,7 @@
 //! `410 Expired`) must still reach the Sandbox's status, and must not wait for a periodic
 //! re-check.
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
-#[path = "support/harness.rs"]
-mod harness;
+use crate::{fake_api, harness};
 
 use std::time::Duration;
 

@@ -1,10 +1,7 @@
 //! The controller's work-queue metrics (`workqueue_*`, controller-runtime's names with
 //! `name="sandbox"`) follow its reconciles: keys waiting, failures retried, an idle queue empty.
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
-#[path = "support/harness.rs"]
-mod harness;
+use crate::{fake_api, harness};
 
 use fake_api::FakeApi;
 use harness::*;

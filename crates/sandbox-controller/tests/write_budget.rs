@@ -1,10 +1,7 @@
 //! What the controller writes, counted by verb and resource, for the two paths that dominate a
 //! busy cluster: a new Sandbox going to Ready, and a warm-pool Sandbox taken over by a claim.
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
-#[path = "support/harness.rs"]
-mod harness;
+use crate::{fake_api, harness};
 
 use std::collections::BTreeMap;
 use std::time::Duration;

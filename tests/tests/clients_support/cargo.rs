@@ -44,3 +44,26 @@ pub fn cargo_ok(args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Builds both controller binaries (and the packages `also`, e.g. `xtask`) in this test's
+/// profile; returns the directory that holds them.
+#[allow(dead_code)] // not every test that includes this module runs the controller binaries
+pub fn build_controllers(also: &[&str]) -> PathBuf {
+    let mut args = vec![
+        "build",
+        "--quiet",
+        "-p",
+        "sandbox-controller",
+        "--bin",
+        "sandbox-controller",
+        "-p",
+        "extensions-controller",
+        "--bin",
+        "extensions-controller",
+    ];
+    for package in also {
+        args.extend(["-p", package]);
+    }
+    cargo_ok(&args);
+    e2e_tests::controller_process::profile_dir()
+}

@@ -106,6 +106,45 @@ async fn resume_from_resource_version_and_expire_after_compaction() {
     );
 }
 
+/// A client still watching from a version of a devcluster that was stopped and started again
+/// (at the same address, as `cargo xtask dev` does) is told to relist, with an in-stream 410,
+/// instead of waiting silently until the new run has written as many objects as the old one.
+#[tokio::test]
+async fn a_version_from_a_previous_run_expires_instead_of_waiting() {
+    let first = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(first.client());
+    for name in ["a", "b", "c"] {
+        api.create(&PostParams::default(), &cm(name, "x"))
+            .await
+            .unwrap();
+    }
+    let old_rv = api
+        .get("c")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    first.shutdown().await;
+
+    let second = start_without_nodes().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(second.client());
+    let mut stream = api
+        .watch(&WatchParams::default(), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(next_events(&mut stream, 1).await, ["ERROR 410"]);
+    let fresh = api
+        .create(&PostParams::default(), &cm("d", "x"))
+        .await
+        .unwrap();
+    assert_ne!(
+        fresh.metadata.resource_version.as_deref(),
+        Some(old_rv.as_str())
+    );
+}
+
 #[tokio::test]
 async fn bookmarks_timeout_and_streaming_lists() {
     let dc = start_without_nodes().await;

@@ -1,0 +1,283 @@
+//! A volume provisioner for the real cluster: kwok runs no kubelet and mounts nothing, so a
+//! PersistentVolumeClaim only needs a PersistentVolume to bind to for its Pod to schedule (the
+//! scheduler's VolumeBinding plugin waits for it). The cluster gets one StorageClass,
+//! [`STORAGE_CLASS`], marked default (the `DefaultStorageClass` admission plugin gives it to
+//! every claim that names none), and this provisioner answers each pending claim of it with a
+//! `hostPath` PersistentVolume of the requested size and access modes, pre-bound to the claim
+//! (`claimRef`); kube-controller-manager's PV controller then binds the two, as it does for any
+//! external provisioner. When a claim is deleted, its volume is `Released` and the provisioner
+//! deletes it (reclaim policy `Delete`).
+//!
+//! Written here rather than running an upstream provisioner (e.g. local-path-provisioner):
+//! those create directories through helper Pods, which kwok never runs. It is a thread with a
+//! runtime of its own, so it outlives the runtime of the test that started the cluster (a
+//! cluster may be shared by several `#[tokio::test]`s).
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::error::Error;
+
+/// The default StorageClass of the real cluster.
+pub const STORAGE_CLASS: &str = "standard";
+/// Its `provisioner`, also written on each volume as `pv.kubernetes.io/provisioned-by`.
+pub const PROVISIONER: &str = "realcluster.agent-sandbox.dev/hostpath";
+
+/// The StorageClass: default, immediate binding, volumes deleted with their claims.
+pub fn storage_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    })
+}
+
+/// The volume for `claim`, if it is a pending claim of [`STORAGE_CLASS`] with no volume yet.
+pub fn volume_for(claim: &PersistentVolumeClaim) -> Option<serde_json::Value> {
+    let spec = claim.spec.as_ref()?;
+    if spec.storage_class_name.as_deref() != Some(STORAGE_CLASS)
+        || spec.volume_name.as_deref().is_some_and(|v| !v.is_empty())
+        || claim.metadata.deletion_timestamp.is_some()
+    {
+        return None;
+    }
+    let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
+    if phase.is_some_and(|p| p != "Pending") {
+        return None;
+    }
+    let uid = claim.metadata.uid.as_deref()?;
+    let name = claim.metadata.name.as_deref()?;
+    let namespace = claim.metadata.namespace.as_deref()?;
+    let size = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map_or_else(|| "1Gi".to_owned(), |q| q.0.clone());
+    let modes = spec
+        .access_modes
+        .clone()
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| vec!["ReadWriteOnce".to_owned()]);
+    let volume = format!("pvc-{uid}");
+    Some(json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": volume,
+            "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER},
+        },
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": modes,
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": STORAGE_CLASS,
+            "volumeMode": spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".to_owned()),
+            "hostPath": {"path": format!("/var/lib/realcluster/volumes/{volume}")},
+            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                         "namespace": namespace, "name": name, "uid": uid},
+        },
+    }))
+}
+
+/// True for a volume of ours whose claim is gone.
+pub fn is_released(volume: &PersistentVolume) -> bool {
+    let ours = volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
+        .is_some_and(|p| p == PROVISIONER);
+    let phase = volume.status.as_ref().and_then(|s| s.phase.as_deref());
+    ours && volume.metadata.deletion_timestamp.is_none() && phase == Some("Released")
+}
+
+/// The running provisioner; stops when dropped.
+pub struct Provisioner {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Provisioner {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Provisioner {
+    /// Creates the StorageClass (with `client`) and starts the provisioner on its own thread,
+    /// with a client from the admin kubeconfig at `kubeconfig`.
+    pub async fn start(
+        client: &kube::Client,
+        kubeconfig: std::path::PathBuf,
+    ) -> Result<Provisioner, Error> {
+        let classes: Api<StorageClass> = Api::all(client.clone());
+        let class: StorageClass = serde_json::from_value(storage_class())
+            .map_err(|e| Error::Invalid(format!("the StorageClass does not parse: {e}")))?;
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .map_err(|source| Error::Kube {
+                action: format!("create StorageClass {STORAGE_CLASS}"),
+                source,
+            })?;
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("realcluster-provisioner".into())
+            .spawn(move || {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    eprintln!("realcluster: the volume provisioner could not start a runtime");
+                    return;
+                };
+                runtime.block_on(async move {
+                    tokio::select! {
+                        _ = stopped => {}
+                        () = run(kubeconfig) => {}
+                    }
+                });
+            })
+            .map_err(|source| Error::Io {
+                action: "start the volume provisioner thread",
+                path: std::path::PathBuf::new(),
+                source,
+            })?;
+        Ok(Provisioner {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Watches claims and volumes until stopped; a failed request is retried on the next event
+/// of that object or the watcher's next relist.
+async fn run(kubeconfig: std::path::PathBuf) {
+    let client = loop {
+        match crate::cluster::client_from_kubeconfig(&kubeconfig).await {
+            Ok(client) => break client,
+            Err(e) => {
+                eprintln!("realcluster: the volume provisioner has no client yet: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
+    let volumes: Api<PersistentVolume> = Api::all(client);
+    let provision = {
+        let volumes = volumes.clone();
+        watcher(claims, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .for_each(move |claim| {
+                let volumes = volumes.clone();
+                async move {
+                    let Some(volume) = claim.ok().as_ref().and_then(volume_for) else {
+                        return;
+                    };
+                    let Ok(volume) = serde_json::from_value::<PersistentVolume>(volume) else {
+                        return;
+                    };
+                    match volumes.create(&PostParams::default(), &volume).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(s)) if s.code == 409 => {}
+                        Err(e) => eprintln!("realcluster: provisioning a volume failed: {e}"),
+                    }
+                }
+            })
+    };
+    let reclaim = {
+        let volumes = volumes.clone();
+        watcher(volumes.clone(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .for_each(move |volume| {
+                let volumes = volumes.clone();
+                async move {
+                    let Some(volume) = volume.ok().filter(is_released) else {
+                        return;
+                    };
+                    let name = volume.metadata.name.unwrap_or_default();
+                    if let Err(e) = volumes.delete(&name, &DeleteParams::default()).await {
+                        eprintln!("realcluster: deleting released volume {name} failed: {e}");
+                    }
+                }
+            })
+    };
+    // Neither ends while the API server answers: both watchers retry with backoff.
+    let _ = futures::join!(provision, reclaim);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(value: serde_json::Value) -> PersistentVolumeClaim {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn pending(class: &str) -> PersistentVolumeClaim {
+        claim(json!({
+            "metadata": {"name": "home", "namespace": "ns", "uid": "u-1"},
+            "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "2Gi"}}},
+            "status": {"phase": "Pending"},
+        }))
+    }
+
+    #[test]
+    fn a_pending_claim_of_the_class_gets_a_volume_bound_to_it() {
+        let volume = volume_for(&pending(STORAGE_CLASS)).expect("a volume");
+        assert_eq!(volume["metadata"]["name"], "pvc-u-1");
+        assert_eq!(volume["spec"]["capacity"]["storage"], "2Gi");
+        assert_eq!(volume["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+        assert_eq!(
+            volume["spec"]["claimRef"],
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "namespace": "ns", "name": "home", "uid": "u-1"})
+        );
+        serde_json::from_value::<PersistentVolume>(volume).expect("a PersistentVolume");
+    }
+
+    #[test]
+    fn other_classes_and_bound_claims_are_left_alone() {
+        assert!(volume_for(&pending("fast")).is_none());
+        let mut bound = pending(STORAGE_CLASS);
+        bound.spec.as_mut().unwrap().volume_name = Some("pv-1".into());
+        assert!(volume_for(&bound).is_none());
+    }
+
+    #[test]
+    fn only_our_released_volumes_are_reclaimed() {
+        let volume = |by: &str, phase: &str| -> PersistentVolume {
+            serde_json::from_value(json!({
+                "metadata": {"name": "v", "annotations": {"pv.kubernetes.io/provisioned-by": by}},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        assert!(is_released(&volume(PROVISIONER, "Released")));
+        assert!(!is_released(&volume(PROVISIONER, "Bound")));
+        assert!(!is_released(&volume("someone.else/csi", "Released")));
+    }
+}
