@@ -269,6 +269,9 @@ fn punch(doc: &mut Holed, controller: Option<&Controller>, origin: &str) -> Resu
             namespace.to_string()
         };
         doc.scalar(&[Key("metadata"), Key("namespace")], text)?;
+        if certs && kind == "Role" {
+            punch_cert_secret(doc, controller, origin)?;
+        }
     }
     if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
         let count = doc
@@ -302,6 +305,64 @@ fn punch(doc: &mut Holed, controller: Option<&Controller>, origin: &str) -> Resu
             )?;
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// The certificate Role grants the Secret the controller is told to use
+/// (`--webhook-cert-secret`), not only its default name: every `resourceNames` entry naming
+/// the default follows the flag's value.
+fn punch_cert_secret(
+    doc: &mut Holed,
+    controller: &Controller,
+    origin: &str,
+) -> Result<(), ChartError> {
+    let default = controller
+        .flags
+        .iter()
+        .find(|flag| flag.long == WEBHOOK_CERT_SECRET_FLAG)
+        .map(|flag| flag.default.clone())
+        .ok_or_else(|| {
+            ChartError::Generate(format!(
+                "{origin}: {} has no {WEBHOOK_CERT_SECRET_FLAG}",
+                controller.binary
+            ))
+        })?;
+    let text = format!(
+        "{{{{ include {:?} $ }}}}",
+        arg_template(controller, WEBHOOK_CERT_SECRET_FLAG)
+    );
+    let rules = doc
+        .get(&[Key("rules")])
+        .and_then(Value::as_sequence)
+        .cloned()
+        .unwrap_or_default();
+    let mut found = false;
+    for (rule_index, rule) in rules.iter().enumerate() {
+        let names = rule
+            .get("resourceNames")
+            .and_then(Value::as_sequence)
+            .cloned()
+            .unwrap_or_default();
+        for (index, name) in names.iter().enumerate() {
+            if name.as_str() == Some(default.as_str()) {
+                doc.scalar(
+                    &[
+                        Key("rules"),
+                        Index(rule_index),
+                        Key("resourceNames"),
+                        Index(index),
+                    ],
+                    text.clone(),
+                )?;
+                found = true;
+            }
+        }
+    }
+    if !found {
+        return Err(ChartError::Generate(format!(
+            "{origin}: the certificate Role grants no Secret named {default} ({WEBHOOK_CERT_SECRET_FLAG}'s default)"
+        )));
     }
     Ok(())
 }
@@ -496,6 +557,8 @@ const WEBHOOK_SERVICE_FLAG: &str = "--webhook-service-name";
 const WEBHOOK_NAMESPACE_FLAG: &str = "--webhook-namespace";
 /// The flag of the webhook's container port.
 const WEBHOOK_PORT_FLAG: &str = "--webhook-port";
+/// The flag naming the Secret of the webhook's certificate.
+const WEBHOOK_CERT_SECRET_FLAG: &str = "--webhook-cert-secret";
 
 /// What a CRD's conversion webhook Service name and namespace become in `files/crds/`; the
 /// template replaces them with the owning controller's `--webhook-service-name` and

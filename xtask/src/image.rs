@@ -269,7 +269,8 @@ pub fn build_images(settings: &ImageSettings, out: &Path) -> Result<Vec<BuiltIma
         write(&archive, &oci::archive(&image, settings.source_date_epoch)?)?;
 
         let reference = format!("{}/{binary}:{version}", settings.registry);
-        let crates = sbom::binary_crates(&metadata, binary, &checksums)?;
+        let linked = sbom::target_crates(&settings.workspace, binary)?;
+        let crates = sbom::binary_crates(&metadata, binary, &linked, &checksums)?;
         let sbom_path = out.join(format!("{binary}-{version}.cdx.json"));
         write(
             &sbom_path,

@@ -557,3 +557,76 @@ fn a_webhook_service_name_and_port_reach_the_service_the_crds_and_the_container(
     let error = template_error(&["--set", "controller.webhookServiceName=shared"]);
     assert!(error.contains("one name"), "{error}");
 }
+
+/// The Role that lets a controller read and renew its webhook certificate Secret, by name.
+fn cert_role<'a>(objects: &'a [Value], binary: &str) -> &'a Value {
+    let name = format!("{binary}-webhook-certs");
+    objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("no Role {name}"))
+}
+
+/// The Secret names a certificate Role grants `get` on.
+fn granted_secrets(role: &Value) -> Vec<String> {
+    role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| rule["verbs"].as_array().unwrap().iter().any(|v| v == "get"))
+        .flat_map(|rule| {
+            rule["resourceNames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|name| name.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_webhook_cert_secret_name_reaches_the_flag_and_the_role_that_grants_it() {
+    if skipped() {
+        return;
+    }
+    // Defaults: each Role grants its controller's default Secret, and no flag is passed.
+    let objects = template(&[]);
+    for binary in ["sandbox-controller", "extensions-controller"] {
+        assert_eq!(
+            granted_secrets(cert_role(&objects, binary)),
+            [format!("{binary}-webhook-certs")],
+            "{binary}"
+        );
+    }
+    // A changed name reaches the controller's flag and its Role (else the controller cannot
+    // read or renew the Secret it is told to use); the other controller keeps its own.
+    let objects = template(&[
+        "--set",
+        "extensionsController.flags.webhookCertSecret=ext-certs",
+    ]);
+    let ext = args(&objects, "extensions-controller");
+    assert!(
+        ext.contains(&"--webhook-cert-secret=ext-certs".to_string()),
+        "{ext:?}"
+    );
+    assert_eq!(
+        granted_secrets(cert_role(&objects, "extensions-controller")),
+        ["ext-certs"]
+    );
+    assert_eq!(
+        granted_secrets(cert_role(&objects, "sandbox-controller")),
+        ["sandbox-controller-webhook-certs"]
+    );
+    let objects = template(&[
+        "--set",
+        "sandboxController.flags.webhookCertSecret=core-certs",
+    ]);
+    assert_eq!(
+        granted_secrets(cert_role(&objects, "sandbox-controller")),
+        ["core-certs"]
+    );
+    // One Secret for both controllers cannot work (each writes a certificate for its own
+    // Service into it): the shared key fails, saying why.
+    let error = template_error(&["--set", "controller.webhookCertSecret=shared"]);
+    assert!(error.contains("one Secret"), "{error}");
+}

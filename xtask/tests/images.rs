@@ -93,7 +93,6 @@ fn json(text: &str) -> serde_json::Value {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn the_same_inputs_give_the_same_archives_and_digests() {
     if skipped() {
         return;
@@ -128,7 +127,6 @@ fn the_same_inputs_give_the_same_archives_and_digests() {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn skopeo_reads_each_archive_as_a_non_root_linux_amd64_image_with_its_annotations() {
     if skipped() {
         return;
@@ -211,7 +209,6 @@ fn walk(root: &Path) -> Vec<(PathBuf, u32, u32)> {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn umoci_unpacks_each_image_and_its_binary_runs_as_65532_on_a_read_only_root() {
     if skipped() {
         return;
@@ -294,22 +291,13 @@ fn sections(binary: &[u8], work: &Path) -> String {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn binaries_are_stripped_and_their_debug_information_is_beside_the_archive() {
     if skipped() {
         return;
     }
     for image in &built().images {
         let work = scratch("elf");
-        let layer = &image.image.layers[1];
-        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(layer.gzip.as_slice()));
-        let mut binary = Vec::new();
-        for entry in archive.entries().unwrap() {
-            let mut entry = entry.unwrap();
-            if entry.path().unwrap().to_string_lossy() == image.binary {
-                std::io::Read::read_to_end(&mut entry, &mut binary).unwrap();
-            }
-        }
+        let binary = binary_in_image(image);
         let in_image = sections(&binary, work.path());
         assert!(!in_image.contains(".debug_info"), "{in_image}");
         assert!(!in_image.contains(".debug_line"), "{in_image}");
@@ -328,7 +316,6 @@ fn binaries_are_stripped_and_their_debug_information_is_beside_the_archive() {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn each_image_fits_its_size_budget() {
     if skipped() {
         return;
@@ -361,35 +348,81 @@ fn each_image_fits_its_size_budget() {
 }
 
 /// `name@version` of every crate `cargo tree` lists for the binary's package (normal
-/// dependencies, for the image target).
+/// dependencies for the image target, without the proc-macros, which run at build time).
 fn cargo_tree(package: &str) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo).current_dir(workspace_root()).args([
-        "tree",
-        "--locked",
-        "-p",
-        package,
-        "-e",
-        "normal",
-        "--target",
-        xtask::image::TARGET,
-        "--prefix",
-        "none",
-        "--format",
-        "{p}",
-    ]))
-    .lines()
-    .filter_map(|line| {
-        let mut words = line.split_whitespace();
-        let name = words.next()?;
-        let version = words.next()?.trim_start_matches('v');
-        Some(format!("{name}@{version}"))
-    })
-    .collect()
+    xtask::image::sbom::tree_crates(&run(Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            package,
+            "-e",
+            "normal,no-proc-macro",
+            "--target",
+            xtask::image::TARGET,
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])))
+}
+
+fn tokio_version(components: &[serde_json::Value]) -> String {
+    components
+        .iter()
+        .find(|c| c["name"] == "tokio")
+        .and_then(|c| c["version"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The binary of an image, read from its layer.
+fn binary_in_image(image: &BuiltImage) -> Vec<u8> {
+    let layer = &image.image.layers[1];
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(layer.gzip.as_slice()));
+    let mut binary = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.path().unwrap().to_string_lossy() == image.binary {
+            std::io::Read::read_to_end(&mut entry, &mut binary).unwrap();
+        }
+    }
+    assert!(!binary.is_empty(), "{} not in its layer", image.binary);
+    binary
+}
+
+/// `name@version` of every registry crate whose source path the binary carries (panic
+/// locations, remapped to `/cargo/registry/src/<index>/<name>-<version>/`): crates that are
+/// certainly in it, found without Cargo.
+fn crates_named_in(binary: &[u8]) -> BTreeSet<String> {
+    let marker = b"/cargo/registry/src/";
+    let mut found = BTreeSet::new();
+    let mut rest = binary;
+    while let Some(at) = rest.windows(marker.len()).position(|w| w == marker) {
+        rest = &rest[at + marker.len()..];
+        let path: Vec<u8> = rest
+            .iter()
+            .take_while(|b| b.is_ascii_graphic())
+            .copied()
+            .collect();
+        let path = String::from_utf8_lossy(&path);
+        let Some(dir) = path.split('/').nth(1) else {
+            continue;
+        };
+        // `<name>-<version>`: the version is the first `-`-suffix that is a semver version.
+        for (index, _) in dir.match_indices('-') {
+            if let Ok(version) = semver::Version::parse(&dir[index + 1..]) {
+                found.insert(format!("{}@{version}", &dir[..index]));
+                break;
+            }
+        }
+    }
+    found
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
 fn each_sbom_lists_exactly_its_binarys_crates_and_the_base() {
     if skipped() {
         return;
@@ -423,6 +456,22 @@ fn each_sbom_lists_exactly_its_binarys_crates_and_the_base() {
             .collect();
         listed.insert(format!("{binary}@{}", env!("CARGO_PKG_VERSION")));
         assert_eq!(listed, cargo_tree(binary), "{binary}");
+        // Every crate the binary itself names is listed (an independent check of the above).
+        let named = crates_named_in(&binary_in_image(image));
+        assert!(
+            named.len() > 50 && named.contains(&format!("tokio@{}", tokio_version(components))),
+            "{binary}: {named:?}"
+        );
+        let unlisted: Vec<&String> = named.difference(&listed).collect();
+        assert!(
+            unlisted.is_empty(),
+            "{binary}: in the binary, not in its SBOM: {unlisted:?}"
+        );
+        // Proc-macros run at build time and are not in it.
+        assert!(
+            !listed.iter().any(|c| c.starts_with("serde_derive@")),
+            "{listed:?}"
+        );
         let tokio = components
             .iter()
             .find(|c| c["name"] == "tokio")

@@ -4,7 +4,8 @@
 //! released manifests and chart name the images by tag and digest.
 //!
 //! Needs what tests/images.rs needs (the images are built the same way; the release build is
-//! shared) and Go; `XTASK_SKIP_IMAGES=1` skips.
+//! shared) and Go (without it the test skips with one line, except under `CI` or
+//! `AGENT_SANDBOX_REQUIRE_GO=1`, where it fails); `XTASK_SKIP_IMAGES=1` skips.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -102,10 +103,13 @@ fn read(dir: &Path, name: &str) -> String {
 }
 
 #[test]
-#[ignore = "tracking: issue #24, the image archives have not yet been verified end to end on this machine (musl release build, skopeo, umoci); run with --ignored"]
+#[ignore = "tracking: issue #24, first full run (2 Dec 2026): the push, the digests and the pinned manifests check out, but the registry's referrers API lists no SBOM for the image (push.rs:183, 0 manifests); run with --ignored"]
 fn release_push_stores_the_exact_images_and_pins_them_by_digest() {
     if std::env::var_os("XTASK_SKIP_IMAGES").is_some() {
         eprintln!("XTASK_SKIP_IMAGES is set: push test skipped");
+        return;
+    }
+    if !realcluster::go_or_skip("release_push_stores_the_exact_images_and_pins_them_by_digest") {
         return;
     }
     let registry = start_registry();

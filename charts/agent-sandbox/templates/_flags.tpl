@@ -4,7 +4,7 @@ release Deployments' args; do not edit.
 "agent-sandbox.args.<controller>" renders the container args of one controller.
 */}}
 {{- define "agent-sandbox.controllerKeys" -}}
-{{- list "extensions" "extraArgs" "enableTracing" "enablePprof" "enablePprofDebug" "pprofBlockProfileRate" "pprofMutexProfileFraction" "leaderElect" "leaderElectionNamespace" "healthStallThreshold" "kubeApiQps" "kubeApiBurst" "clusterDomain" "kubeconfig" "logFormat" "logLevel" "zapLogLevel" "zapEncoder" "enableWebhook" "manageWebhookCerts" "webhookPort" "webhookHost" "webhookCertDir" "webhookCertName" "webhookKeyName" "webhookNamespace" "sandboxConcurrentWorkers" "cacheLabelSelectors" "disableSandboxEvents" "webhookCertSecret" "sandboxClaimConcurrentWorkers" "sandboxWarmPoolConcurrentWorkers" "sandboxTemplateConcurrentWorkers" "sandboxWarmPoolMaxBatchSize" "sandboxWarmPoolReplenishDelay" "sandboxWarmPoolMaxRefillRate" "sandboxWarmPoolReadinessGracePeriod" "sandboxWarmPoolUnschedulableRecheckInterval" "enableWarmPoolEviction" "disableClaimEvents" "claimAdoptionEvents" "disableClaimObservabilityAnnotations" "allowedLabelDomainsFile" | toJson -}}
+{{- list "extensions" "extraArgs" "enableTracing" "enablePprof" "enablePprofDebug" "pprofBlockProfileRate" "pprofMutexProfileFraction" "leaderElect" "leaderElectionNamespace" "healthStallThreshold" "kubeApiQps" "kubeApiBurst" "clusterDomain" "kubeconfig" "logFormat" "logLevel" "zapLogLevel" "zapEncoder" "enableWebhook" "manageWebhookCerts" "webhookPort" "webhookHost" "webhookCertDir" "webhookCertName" "webhookKeyName" "webhookNamespace" "sandboxConcurrentWorkers" "cacheLabelSelectors" "disableSandboxEvents" "sandboxClaimConcurrentWorkers" "sandboxWarmPoolConcurrentWorkers" "sandboxTemplateConcurrentWorkers" "sandboxWarmPoolMaxBatchSize" "sandboxWarmPoolReplenishDelay" "sandboxWarmPoolMaxRefillRate" "sandboxWarmPoolReadinessGracePeriod" "sandboxWarmPoolUnschedulableRecheckInterval" "enableWarmPoolEviction" "disableClaimEvents" "claimAdoptionEvents" "disableClaimObservabilityAnnotations" "allowedLabelDomainsFile" | toJson -}}
 {{- end }}
 
 {{- define "agent-sandbox.flagNames.sandboxController" -}}
@@ -78,6 +78,16 @@ sandbox-controller-webhook
 {{- include "agent-sandbox.flagValue" (index $ref "webhookNamespace") -}}
 {{- else -}}
 {{- include "agent-sandbox.namespace" $ -}}
+{{- end -}}
+{{- end }}
+
+{{- define "agent-sandbox.arg.sandboxController.webhookCertSecret" -}}
+{{- $flags := (index $.Values "sandboxController").flags | default dict -}}
+{{- $ref := $.Values.controller | default dict -}}
+{{- if hasKey $flags "webhookCertSecret" -}}
+{{- include "agent-sandbox.flagValue" (index $flags "webhookCertSecret") -}}
+{{- else -}}
+sandbox-controller-webhook-certs
 {{- end -}}
 {{- end }}
 
@@ -187,8 +197,6 @@ sandbox-controller-webhook
 {{- end }}
 {{- if hasKey $flags "webhookCertSecret" }}
 {{- $args = append $args (printf "--webhook-cert-secret=%s" (include "agent-sandbox.flagValue" (index $flags "webhookCertSecret"))) }}
-{{- else if hasKey $ref "webhookCertSecret" }}
-{{- $args = append $args (printf "--webhook-cert-secret=%s" (include "agent-sandbox.flagValue" (index $ref "webhookCertSecret"))) }}
 {{- end }}
 {{- range (include "agent-sandbox.referenceExtraArgs" (list $ "sandboxController") | fromJsonArray) }}
 {{- $args = append $args . }}
@@ -270,6 +278,16 @@ extensions-controller-webhook
 {{- include "agent-sandbox.flagValue" (index $ref "webhookNamespace") -}}
 {{- else -}}
 {{- include "agent-sandbox.namespace" $ -}}
+{{- end -}}
+{{- end }}
+
+{{- define "agent-sandbox.arg.extensionsController.webhookCertSecret" -}}
+{{- $flags := (index $.Values "extensionsController").flags | default dict -}}
+{{- $ref := $.Values.controller | default dict -}}
+{{- if hasKey $flags "webhookCertSecret" -}}
+{{- include "agent-sandbox.flagValue" (index $flags "webhookCertSecret") -}}
+{{- else -}}
+extensions-controller-webhook-certs
 {{- end -}}
 {{- end }}
 
@@ -429,8 +447,6 @@ extensions-controller-webhook
 {{- end }}
 {{- if hasKey $flags "webhookCertSecret" }}
 {{- $args = append $args (printf "--webhook-cert-secret=%s" (include "agent-sandbox.flagValue" (index $flags "webhookCertSecret"))) }}
-{{- else if hasKey $ref "webhookCertSecret" }}
-{{- $args = append $args (printf "--webhook-cert-secret=%s" (include "agent-sandbox.flagValue" (index $ref "webhookCertSecret"))) }}
 {{- end }}
 {{- range (include "agent-sandbox.referenceExtraArgs" (list $ "extensionsController") | fromJsonArray) }}
 {{- $args = append $args . }}

@@ -115,6 +115,9 @@ follows its flag); an unknown flag fails the rendering instead of crash-looping 
 {{- if eq $name "webhookServiceName" -}}
 {{- fail "controller.webhookServiceName would give both controllers' conversion webhook Services one name; set sandboxController.flags.webhookServiceName and/or extensionsController.flags.webhookServiceName" -}}
 {{- end -}}
+{{- if eq $name "webhookCertSecret" -}}
+{{- fail "controller.webhookCertSecret would give both controllers one Secret for their webhook certificates (each writes its own Service's certificate there); set sandboxController.flags.webhookCertSecret and/or extensionsController.flags.webhookCertSecret" -}}
+{{- end -}}
 {{- if not (has $name $known) -}}
 {{- fail (printf "controller.%s is not a flag of either controller; the keys are: %s (docs/configuration.md lists what each does)" $name (join ", " $known)) -}}
 {{- end -}}

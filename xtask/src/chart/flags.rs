@@ -108,11 +108,18 @@ pub type PieceArgs = Vec<(String, String)>;
 pub const PIECE_NAMESPACE: &str = "agent-sandbox-system";
 
 /// Flags only `<controller>.flags` may set: one value for both controllers would be wrong
-/// (two webhook Services of one name).
-pub const PER_CONTROLLER_ONLY: [&str; 1] = ["--webhook-service-name"];
+/// (two webhook Services of one name; two controllers writing their certificates into one
+/// Secret).
+pub const PER_CONTROLLER_ONLY: [&str; 2] = ["--webhook-service-name", "--webhook-cert-secret"];
 
-/// Name of the template that renders the value of a flag the release Deployment passes:
-/// `<controller>.flags.<key>`, else `controller.<key>`, else the Deployment's value.
+/// Flags whose value other objects of the chart follow, so each gets an
+/// [`arg_template`] even when the release Deployment leaves it at its default:
+/// `--webhook-cert-secret` is the Secret the certificate Role grants.
+pub const FOLLOWED_FLAGS: [&str; 1] = ["--webhook-cert-secret"];
+
+/// Name of the template that renders the value of a flag the release Deployment passes, or of
+/// one of [`FOLLOWED_FLAGS`]: `<controller>.flags.<key>`, else `controller.<key>`, else the
+/// Deployment's value (the flag's default).
 pub fn arg_template(controller: &Controller, long: &str) -> String {
     format!("agent-sandbox.arg.{}.{}", controller.key, value_key(long))
 }
@@ -150,8 +157,16 @@ pub fn flags_template(controllers: &[Controller], piece_args: &[PieceArgs]) -> S
         out.push_str(&format!(
             "{{{{- define \"agent-sandbox.flagNames.{key}\" -}}}}\n{{{{- list {longs} | toJson -}}}}\n{{{{- end }}}}\n\n"
         ));
-        // One template per flag of the Deployment: its value.
-        for (long, value) in piece {
+        // One template per flag of the Deployment (its value), and per flag other objects
+        // follow (its default).
+        let followed = controller
+            .flags
+            .iter()
+            .filter(|flag| FOLLOWED_FLAGS.contains(&flag.long.as_str()))
+            .filter(|flag| !piece.iter().any(|(long, _)| *long == flag.long))
+            .map(|flag| (flag.long.clone(), flag.default.clone()));
+        for (long, value) in piece.iter().cloned().chain(followed) {
+            let (long, value) = (&long, &value);
             if PORT_FLAGS.iter().any(|(port, _)| port == long) {
                 continue;
             }

@@ -1,8 +1,8 @@
 //! The controller binaries of the images: built by Cargo for the image target, then split
 //! into a stripped binary (in the image) and its debug information (beside it in `dist/`).
 //!
-//! Reproducibility: absolute paths that Cargo and rustc would embed (the Cargo home with the
-//! crates' sources, the workspace) are remapped to fixed prefixes, and the build metadata the
+//! Reproducibility: absolute paths that Cargo, rustc and the C compiler would embed (the Cargo
+//! home with the crates' sources, the workspace) are remapped to fixed prefixes, and the build metadata the
 //! binaries report (`agent_sandbox_build_info`) comes from the release's revision and
 //! `SOURCE_DATE_EPOCH`, so the same sources, `Cargo.lock` and toolchain give the same bytes
 //! wherever they are checked out.
@@ -68,6 +68,36 @@ pub fn rustflags(workspace: &Path) -> String {
     flags.join("\x1f")
 }
 
+/// The C compiler flags of an image build for crates with C code (ring): the same paths
+/// remapped as [`rustflags`] remaps for rustc, which the C compiler never sees. Without them
+/// the C objects' debug information names the Cargo home (`/root/.cargo/registry/src/...`, seen
+/// with `strings` in the first musl build), which lands in the debug file, whose CRC the
+/// stripped binary's `.gnu_debuglink` carries: two machines with different Cargo homes would
+/// build different images. Any flags already set for the target (cc-rs reads
+/// `CFLAGS_<target>`, then `TARGET_CFLAGS`, then `CFLAGS`) come first.
+pub fn cflags(workspace: &Path, target: &str) -> (String, String) {
+    let var = format!("CFLAGS_{}", target.replace('-', "_"));
+    let mut flags: Vec<String> = [
+        var.clone(),
+        format!("CFLAGS_{target}"),
+        "TARGET_CFLAGS".into(),
+        "CFLAGS".into(),
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok())
+    .into_iter()
+    .filter(|value| !value.trim().is_empty())
+    .collect();
+    if let Some(home) = cargo_home() {
+        flags.push(format!("-ffile-prefix-map={}=/cargo", home.display()));
+    }
+    flags.push(format!(
+        "-ffile-prefix-map={}=/agent-sandbox",
+        workspace.display()
+    ));
+    (var, flags.join(" "))
+}
+
 /// Adds the Rust standard library of `target` with rustup when rustup manages the toolchain
 /// and the target is missing (a one-time download, like `rustup target add` by hand). Without
 /// rustup, Cargo's error says what is missing.
@@ -113,9 +143,11 @@ pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), Im
     if let Some((var, cc)) = c_compiler(&settings.target)? {
         command.env(var, cc);
     }
+    let (cflags_var, cflags) = cflags(&settings.workspace, &settings.target);
     command
         .env_remove("RUSTFLAGS")
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&settings.workspace))
+        .env(cflags_var, cflags)
         .env("AGENT_SANDBOX_GIT_SHA", &settings.revision)
         .env("AGENT_SANDBOX_BUILD_DATE", &settings.build_date);
     let status = command

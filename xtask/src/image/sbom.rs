@@ -1,8 +1,9 @@
 //! The software bill of materials of an image, in CycloneDX 1.5 JSON (`cyclonedx-bom`).
 //!
 //! It lists the binary's Rust crates (the normal-dependency closure of its package in
-//! `cargo metadata`, resolved for linux/amd64: build scripts, proc-macro hosts and dev
-//! dependencies are build-time tools and are left out, as they do not end up in the image),
+//! `cargo metadata`, resolved for linux/amd64: build scripts, proc-macros with their own
+//! dependencies, and dev dependencies are build-time tools and are left out, as they do not end
+//! up in the image),
 //! each with its version, license expression, package URL and the SHA-256 that `Cargo.lock`
 //! pins, the dependency edges between them, and the components of the base layer.
 //!
@@ -78,6 +79,50 @@ pub fn workspace_metadata(workspace: &Path) -> Result<Metadata, ImageError> {
         .map_err(|e| ImageError::Tool(format!("cargo metadata failed: {e}")))
 }
 
+/// `name@version` of every crate compiled into `package`'s binary for the image target, with
+/// the features Cargo enables for that package alone.
+///
+/// `cargo metadata` resolves features for the whole workspace at once (dev dependencies and
+/// the tools of xtask included), so its graph reaches crates the binary never links: the
+/// first image build listed `bit-vec`, `rand_core` 0.10 and `jiff-static` in the SBOM, which
+/// `cargo tree` showed were not in the binary. `cargo tree -e normal,no-proc-macro` resolves
+/// as the build does and leaves out the proc-macros (run on the build machine, not linked).
+pub fn target_crates(workspace: &Path, package: &str) -> Result<BTreeSet<String>, ImageError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .current_dir(workspace)
+        .args([
+            "tree",
+            "--locked",
+            "-p",
+            package,
+            "-e",
+            "normal,no-proc-macro",
+        ])
+        .args(["--target", TARGET, "--prefix", "none", "--format", "{p}"])
+        .output()
+        .map_err(|e| ImageError::Tool(format!("cannot run cargo tree: {e}")))?;
+    if !output.status.success() {
+        return Err(ImageError::Tool(format!(
+            "cargo tree -p {package} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(tree_crates(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// `name@version` of each line `name vX.Y.Z [...]` of `cargo tree --format {p}`.
+pub fn tree_crates(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?.strip_prefix('v')?;
+            Some(format!("{name}@{version}"))
+        })
+        .collect()
+}
+
 /// `name@version` → SHA-256 of the `.crate`, from `Cargo.lock`.
 pub fn lock_checksums(lock_text: &str) -> Result<BTreeMap<String, String>, ImageError> {
     #[derive(serde::Deserialize)]
@@ -101,9 +146,12 @@ pub fn lock_checksums(lock_text: &str) -> Result<BTreeMap<String, String>, Image
 }
 
 /// The crates of the binary of package `root`: its normal-dependency closure, itself first.
+/// The crates of `root`'s binary: its normal-dependency closure in `metadata`, kept to the
+/// crates `linked` names ([`target_crates`]).
 pub fn binary_crates(
     metadata: &Metadata,
     root: &str,
+    linked: &BTreeSet<String>,
     checksums: &BTreeMap<String, String>,
 ) -> Result<Vec<CrateComponent>, ImageError> {
     let resolve = metadata
@@ -142,10 +190,11 @@ pub fn binary_crates(
                 .dep_kinds
                 .iter()
                 .any(|kind| kind.kind == DependencyKind::Normal);
-            if !normal {
+            let dep_reference = reference(&dep.pkg)?;
+            if !normal || !linked.contains(&dep_reference) {
                 continue;
             }
-            depends_on.insert(reference(&dep.pkg)?);
+            depends_on.insert(dep_reference);
             if seen.insert(&dep.pkg) {
                 order.push(&dep.pkg);
             }
