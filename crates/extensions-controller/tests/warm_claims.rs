@@ -46,6 +46,7 @@ async fn warm_claim_takes_a_ready_member_and_the_pool_refills() {
         pool.metadata.generation.unwrap()
     );
 
+    ext.wait_template_settled("tmpl").await;
     ext.reset_counts();
     let claim = ext.create_claim("c1", "pool", json!({})).await;
     let bound = ext.wait_claim_reason("c1", "DependenciesReady").await;
@@ -221,6 +222,7 @@ async fn bind_one_warm_claim(
     ext.create_template("tmpl", json!({})).await;
     ext.create_pool("pool", "tmpl", 1).await;
     ext.wait_pool_ready("pool", 1).await;
+    ext.wait_template_settled("tmpl").await;
     ext.reset_counts();
     ext.create_claim(name, "pool", json!({})).await;
     let bound = ext.wait_claim_reason(name, "DependenciesReady").await;
@@ -284,6 +286,7 @@ async fn pool_status_is_coalesced_during_a_burst_and_exact_after_it() {
     ext.create_pool("pool", "tmpl", 6).await;
     let pool = ext.wait_pool_ready("pool", 6).await;
     let before = ext.pool_members(&pool).await;
+    ext.wait_template_settled("tmpl").await;
     ext.reset_counts();
     let started = std::time::Instant::now();
     let names: Vec<String> = (0..6).map(|i| format!("burst-{i}")).collect();

@@ -232,6 +232,23 @@ impl ExtEnv {
 
     /// Waits until the pool reports `ready` ready replicas (and as many replicas); on timeout,
     /// fails showing the pool status and every Sandbox.
+    /// Waits until template `name`'s NetworkPolicy exists and the controller is idle: write
+    /// counts taken after this see only what a claim costs. A pool can be Ready before its
+    /// template's policy is made (separate passes), and until it is, claims are held back with
+    /// a status write of their own (NetworkPolicyNotReady).
+    pub async fn wait_template_settled(&self, name: &str) {
+        let policy = format!("{name}-network-policy");
+        wait_for("the template's NetworkPolicy", DEADLINE, || async {
+            self.api::<k8s_openapi::api::networking::v1::NetworkPolicy>()
+                .get_opt(&policy)
+                .await
+                .ok()
+                .flatten()
+        })
+        .await;
+        self.settle().await;
+    }
+
     pub async fn wait_pool_ready(&self, name: &str, ready: i32) -> SandboxWarmPool {
         let pools = self.api::<SandboxWarmPool>();
         let start = std::time::Instant::now();
