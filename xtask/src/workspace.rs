@@ -14,6 +14,15 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| manifest_dir.to_path_buf())
 }
 
+/// The directory Cargo builds into for the workspace at `root`: `CARGO_TARGET_DIR` (relative
+/// to `root` when relative), else `<root>/target`.
+pub fn target_dir_in(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
 /// `<root>/deploy`: the hand-written manifest pieces and the generated CRDs.
 pub fn deploy_dir() -> PathBuf {
     workspace_root().join("deploy")

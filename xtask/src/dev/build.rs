@@ -7,11 +7,7 @@ use crate::workspace::workspace_root;
 
 /// The target directory Cargo builds into.
 pub fn target_dir() -> PathBuf {
-    let root = workspace_root();
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => root.join(dir),
-        _ => root.join("target"),
-    }
+    crate::workspace::target_dir_in(&workspace_root())
 }
 
 /// `cargo build -p ...`, with Cargo's own progress on the terminal.

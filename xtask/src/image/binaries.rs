@@ -34,15 +34,16 @@ pub struct BuildSettings {
 }
 
 impl BuildSettings {
-    /// Where Cargo puts the binaries of this target and profile.
+    /// Where Cargo puts the binaries of this target and profile (under `CARGO_TARGET_DIR` when
+    /// it is set: a CI run with a shared target directory failed to find them under
+    /// `<workspace>/target`).
     pub fn output_dir(&self) -> PathBuf {
         let profile_dir = if self.profile == "dev" {
             "debug"
         } else {
             &self.profile
         };
-        self.workspace
-            .join("target")
+        crate::workspace::target_dir_in(&self.workspace)
             .join(&self.target)
             .join(profile_dir)
     }
