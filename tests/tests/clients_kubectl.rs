@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use e2e_tests::{DEADLINE, Env, EnvOptions, wait_for};
+use e2e_tests::{DEADLINE, Env, EnvOptions, GC_DEADLINE, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Resource;
 use kube::api::{Api, PostParams};
@@ -45,6 +45,27 @@ fn apply_crds(k: &Kubectl) {
         "crd/sandboxtemplates.extensions.agents.x-k8s.io",
         "crd/sandboxwarmpools.extensions.agents.x-k8s.io",
     ]);
+}
+
+/// `kubectl explain PATH`, retried until it succeeds or [`DEADLINE`] passes: kube-apiserver
+/// publishes a new CRD's OpenAPI a moment after the CRD is Established (seen on the real ground:
+/// `couldn't find resource for "extensions.agents.x-k8s.io/v1beta1, Resource=sandboxclaims"`
+/// right after `kubectl wait --for=condition=Established`).
+fn explain(k: &Kubectl, path: &str) -> String {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let out = k.run(&["explain", path]);
+        if out.success {
+            return out.stdout;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl explain {path} failed for {DEADLINE:?}\nstdout:\n{}\nstderr:\n{}",
+            out.stdout,
+            out.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -479,9 +500,11 @@ async fn kubectl_describe_scale_and_cascading_delete() {
         k
     })
     .await;
-    wait_for("the pod collected with its Sandbox", DEADLINE, || async {
-        pod_of_box().await.is_none().then_some(())
-    })
+    wait_for(
+        "the pod collected with its Sandbox",
+        GC_DEADLINE,
+        || async { pod_of_box().await.is_none().then_some(()) },
+    )
     .await;
 
     let cms: Api<ConfigMap> = env.api("default");
@@ -610,7 +633,7 @@ async fn kubectl_explain_describes_every_field_of_ours() {
     blocking(move || {
         let k = Kubectl::new(&kubeconfig);
         apply_crds(&k);
-        let root = k.ok(&["explain", "sandbox"]);
+        let root = explain(&k, "sandbox");
         assert!(
             root.contains("A Sandbox is one isolated, stateful Pod"),
             "{root}"
@@ -629,7 +652,7 @@ async fn kubectl_explain_describes_every_field_of_ours() {
                 "The sandboxes made from this template",
             ),
         ] {
-            let out = k.ok(&["explain", path]);
+            let out = explain(&k, path);
             assert!(out.contains(expected), "kubectl explain {path}:\n{out}");
             assert!(
                 !out.contains("<no description>"),
