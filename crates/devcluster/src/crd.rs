@@ -195,7 +195,6 @@ pub fn prepare(obj: &mut Value) -> Result<(), Vec<Cause>> {
     Ok(())
 }
 
-/// What a CRD update may not change: its scope, and the versions objects are stored at.
 /// kube-apiserver's rule for a version's root `metadata` schema: nothing but its type and the
 /// `name`/`generateName` properties (a description is refused too).
 fn root_metadata_causes(versions: &[Value]) -> Vec<Cause> {
@@ -227,6 +226,7 @@ fn root_metadata_causes(versions: &[Value]) -> Vec<Cause> {
     causes
 }
 
+/// What a CRD update may not change: its scope, and the versions objects are stored at.
 pub fn check_update(old: &Value, new: &Value) -> Result<(), Vec<Cause>> {
     let mut causes = Vec::new();
     let old_scope = old.pointer("/spec/scope").and_then(Value::as_str);
