@@ -29,7 +29,9 @@ use serde_yaml::Value;
 use crate::image::layer::{Entry, Tree, gzip, tar_bytes};
 use crate::release::pieces::{CORE_PIECES, EXTENSIONS_PIECES, NAMESPACE_PIECE};
 use crate::workspace::{deploy_dir, workspace_root};
-use flags::{Controller, PORT_FLAGS, arg_template, controllers, flags_template};
+use flags::{
+    Controller, PORT_FLAGS, WEBHOOK_CERT_SECRET, arg_template, controllers, flags_template,
+};
 use holes::{Holed, Index, Key, Step, pad, with_block, with_items};
 
 /// Name of the chart, its directory under `charts/` and the prefix of its package.
@@ -320,17 +322,17 @@ fn punch_cert_secret(
     let default = controller
         .flags
         .iter()
-        .find(|flag| flag.long == WEBHOOK_CERT_SECRET_FLAG)
+        .find(|flag| flag.long == WEBHOOK_CERT_SECRET)
         .map(|flag| flag.default.clone())
         .ok_or_else(|| {
             ChartError::Generate(format!(
-                "{origin}: {} has no {WEBHOOK_CERT_SECRET_FLAG}",
+                "{origin}: {} has no {WEBHOOK_CERT_SECRET}",
                 controller.binary
             ))
         })?;
     let text = format!(
         "{{{{ include {:?} $ }}}}",
-        arg_template(controller, WEBHOOK_CERT_SECRET_FLAG)
+        arg_template(controller, WEBHOOK_CERT_SECRET)
     );
     let rules = doc
         .get(&[Key("rules")])
@@ -361,7 +363,7 @@ fn punch_cert_secret(
     }
     if !found {
         return Err(ChartError::Generate(format!(
-            "{origin}: the certificate Role grants no Secret named {default} ({WEBHOOK_CERT_SECRET_FLAG}'s default)"
+            "{origin}: the certificate Role grants no Secret named {default} ({WEBHOOK_CERT_SECRET}'s default)"
         )));
     }
     Ok(())
@@ -557,8 +559,6 @@ const WEBHOOK_SERVICE_FLAG: &str = "--webhook-service-name";
 const WEBHOOK_NAMESPACE_FLAG: &str = "--webhook-namespace";
 /// The flag of the webhook's container port.
 const WEBHOOK_PORT_FLAG: &str = "--webhook-port";
-/// The flag naming the Secret of the webhook's certificate.
-const WEBHOOK_CERT_SECRET_FLAG: &str = "--webhook-cert-secret";
 
 /// What a CRD's conversion webhook Service name and namespace become in `files/crds/`; the
 /// template replaces them with the owning controller's `--webhook-service-name` and

@@ -110,12 +110,15 @@ pub const PIECE_NAMESPACE: &str = "agent-sandbox-system";
 /// Flags only `<controller>.flags` may set: one value for both controllers would be wrong
 /// (two webhook Services of one name; two controllers writing their certificates into one
 /// Secret).
-pub const PER_CONTROLLER_ONLY: [&str; 2] = ["--webhook-service-name", "--webhook-cert-secret"];
+pub const PER_CONTROLLER_ONLY: [&str; 2] = ["--webhook-service-name", WEBHOOK_CERT_SECRET];
+
+/// The flag naming the Secret of the webhook's certificate.
+pub const WEBHOOK_CERT_SECRET: &str = "--webhook-cert-secret";
 
 /// Flags whose value other objects of the chart follow, so each gets an
 /// [`arg_template`] even when the release Deployment leaves it at its default:
 /// `--webhook-cert-secret` is the Secret the certificate Role grants.
-pub const FOLLOWED_FLAGS: [&str; 1] = ["--webhook-cert-secret"];
+pub const FOLLOWED_FLAGS: [&str; 1] = [WEBHOOK_CERT_SECRET];
 
 /// Name of the template that renders the value of a flag the release Deployment passes, or of
 /// one of [`FOLLOWED_FLAGS`]: `<controller>.flags.<key>`, else `controller.<key>`, else the
