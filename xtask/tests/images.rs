@@ -350,23 +350,7 @@ fn each_image_fits_its_size_budget() {
 /// `name@version` of every crate `cargo tree` lists for the binary's package (normal
 /// dependencies for the image target, without the proc-macros, which run at build time).
 fn cargo_tree(package: &str) -> BTreeSet<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    xtask::image::sbom::tree_crates(&run(Command::new(cargo)
-        .current_dir(workspace_root())
-        .args([
-            "tree",
-            "--locked",
-            "-p",
-            package,
-            "-e",
-            "normal,no-proc-macro",
-            "--target",
-            xtask::image::TARGET,
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])))
+    xtask::image::sbom::target_crates(&workspace_root(), package).expect("cargo tree runs")
 }
 
 fn tokio_version(components: &[serde_json::Value]) -> String {
