@@ -21,6 +21,9 @@ pub struct ApiError {
     pub message: String,
     /// `details` of the Status (name, group, kind, causes).
     pub details: Option<Value>,
+    /// Answered as kube-apiserver's plain-text `404 page not found` instead of a `Status`
+    /// ([`ApiError::page_not_found`]).
+    pub plain_text: bool,
 }
 
 impl ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            plain_text: false,
         }
     }
 
@@ -43,6 +47,16 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource",
         )
+    }
+
+    /// A path nothing serves, as kube-apiserver answers it outside its built-in groups (a group
+    /// it does not serve, or a resource a custom group does not have): plain text
+    /// `404 page not found`, not a `Status`. (Unknown resources of built-in groups get a JSON
+    /// `Status`: [`ApiError::not_found_path`].)
+    pub fn page_not_found() -> Self {
+        let mut e = Self::new(404, "NotFound", "404 page not found");
+        e.plain_text = true;
+        e
     }
 
     /// `pods "x" not found`, `sandboxes.agents.x-k8s.io "x" not found`.
@@ -206,6 +220,17 @@ fn qualified(group: &str, plural: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if self.plain_text {
+            return (
+                code,
+                [
+                    (http::header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                    (http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                ],
+                format!("{}\n", self.message),
+            )
+                .into_response();
+        }
         let mut resp = crate::server::json_response(code, &self.to_status());
         // As a real server: `details.retryAfterSeconds` is also sent as `Retry-After`.
         if let Some(secs) = self

@@ -180,6 +180,13 @@ fn admit_checked(
     obj: &mut Value,
     clean_stored: Option<&Value>,
 ) -> Result<bool, crate::api_error::ApiError> {
+    if let Some(problem) = micro_time_problem(info, obj) {
+        return Err(crate::api_error::ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {problem}",
+            kind = info.kind,
+            version = info.storage_version(),
+        )));
+    }
     let found = drop_unknown_fields_onto(info, obj, clean_stored);
     if found.dropped.is_empty() || query.get("fieldValidation") != Some("Strict") {
         return Ok(found.decoded);
@@ -195,6 +202,52 @@ fn admit_checked(
         kind = info.kind,
         version = info.storage_version(),
     )))
+}
+
+/// The fields of built-in kinds typed `MicroTime` (JSON pointers).
+fn micro_time_fields(info: &ResourceInfo) -> &'static [&'static str] {
+    if info.is_custom() {
+        return &[];
+    }
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "events") | ("events.k8s.io", "events") => &["/eventTime", "/series/lastObservedTime"],
+        ("coordination.k8s.io", "leases") => &["/spec/acquireTime", "/spec/renewTime"],
+        _ => &[],
+    }
+}
+
+/// The layout a real server parses `MicroTime` with (Go's notation): exactly six fraction
+/// digits. k8s-openapi accepts any RFC 3339 time, so this is checked before decoding.
+const MICRO_TIME_LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// Why a `MicroTime` field of `obj` would not parse on a real server (a 400 there): a time
+/// without exactly six fraction digits, e.g. `2026-01-01T00:00:00Z` as Python's client prints a
+/// `datetime` whose microseconds are 0.
+fn micro_time_problem(info: &ResourceInfo, obj: &Value) -> Option<String> {
+    micro_time_fields(info).iter().find_map(|pointer| {
+        let value = obj.pointer(pointer)?.as_str()?;
+        let (head, rest) = value.split_at_checked(19).unwrap_or((value, ""));
+        let shaped = |s: &str, digits: usize| {
+            s.len() == digits && s.bytes().all(|b| b.is_ascii_digit())
+        };
+        let fraction_ok = rest.strip_prefix('.').is_some_and(|r| {
+            r.get(..6).is_some_and(|d| shaped(d, 6)) && {
+                let zone = &r[6..];
+                zone == "Z"
+                    || (zone.len() == 6
+                        && matches!(zone.as_bytes()[0], b'+' | b'-')
+                        && zone.as_bytes()[3] == b':')
+            }
+        });
+        let head_ok = head.len() == 19 && head.as_bytes()[10] == b'T';
+        (!(head_ok && fraction_ok)).then(|| {
+            let unparsed = if head_ok { rest } else { value };
+            let expected = if head_ok { ".000000" } else { "2006" };
+            format!(
+                "parsing time {value:?} as {MICRO_TIME_LAYOUT:?}: cannot parse {unparsed:?} as {expected:?}"
+            )
+        })
+    })
 }
 
 /// Notes the stored version `obj` as clean when the write that stored it
@@ -382,5 +435,59 @@ mod tests {
         let event = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod"},
             "eventTime": "2024-01-02T03:04:05.123456Z", "count": 2, "reason": "R"});
         assert!(same::<Event>(event).is_some());
+    }
+
+    /// kube-apiserver parses `MicroTime` with exactly six fraction digits and answers 400 to
+    /// anything else; k8s-openapi would take any RFC 3339 time.
+    #[test]
+    fn micro_times_need_six_fraction_digits() {
+        let reg = Registry::with_builtins();
+        let events = reg.lookup("", "v1", "events").unwrap();
+        let leases = reg.lookup("coordination.k8s.io", "v1", "leases").unwrap();
+        let configmaps = reg.lookup("", "v1", "configmaps").unwrap();
+        for good in [
+            "2026-01-01T00:00:00.000000Z",
+            "2026-01-01T00:00:00.123456+02:00",
+        ] {
+            assert_eq!(
+                micro_time_problem(&events, &json!({"eventTime": good})),
+                None,
+                "{good}"
+            );
+        }
+        for bad in [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00.123Z",
+            "2026-01-01T00:00:00.1234567Z",
+            "yesterday",
+        ] {
+            let problem = micro_time_problem(&events, &json!({"eventTime": bad}))
+                .unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(problem.contains(MICRO_TIME_LAYOUT), "{problem}");
+            assert!(
+                micro_time_problem(&leases, &json!({"spec": {"renewTime": bad}})).is_some(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            micro_time_problem(&events, &json!({"eventTime": null})),
+            None
+        );
+        // Only MicroTime fields: a ConfigMap's data is anything.
+        assert_eq!(
+            micro_time_problem(&configmaps, &json!({"eventTime": "x"})),
+            None
+        );
+        let query = crate::server::Query::parse(None);
+        let mut event = json!({"metadata": {"name": "e"}, "eventTime": "2026-01-01T00:00:00Z"});
+        let error = admit(&query, &events, &mut event).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(
+            error
+                .message
+                .starts_with("Event in version \"v1\" cannot be handled as a Event: parsing time"),
+            "{}",
+            error.message
+        );
     }
 }

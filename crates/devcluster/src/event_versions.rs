@@ -155,56 +155,32 @@ pub fn from_storage(info: &ResourceInfo, obj: Value) -> Value {
 const SHORT_FIELD_LIMIT: usize = 128;
 const NOTE_LIMIT: usize = 1024;
 
-/// What a real server refuses in an Event created through `events.k8s.io/v1` (`obj` in the v1
-/// form): the fields a new-style event must have, and none of the deprecated ones.
-pub fn events_v1_create_causes(obj: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let text = |key: &str| obj.get(key).and_then(Value::as_str).unwrap_or("");
-    let invalid = |field: &str, value: &str, why: String| Cause {
+/// What a real server refuses in a core `v1` Event created in `namespace` (`obj` in the core
+/// form).
+pub fn core_event_create_causes(obj: &Value, namespace: &str) -> Vec<Cause> {
+    legacy_event_causes(obj, namespace, "reportingComponent")
+}
+
+/// What a real server refuses in an Event created through `events.k8s.io/v1` in `namespace`
+/// (`obj` in the v1 form): the core checks, then a time and a type, and none of the deprecated
+/// fields.
+pub fn events_v1_create_causes(obj: &Value, namespace: &str) -> Vec<Cause> {
+    let mut causes = legacy_event_causes(&events_v1_to_core(obj), namespace, "reportingController");
+    let invalid = |field: &str, why: String| Cause {
         reason: "FieldValueInvalid".into(),
-        message: format!("Invalid value: {value:?}: {why}"),
-        field: field.into(),
-    };
-    let required = |field: &str| Cause {
-        reason: "FieldValueRequired".into(),
-        message: "Required value".into(),
+        message: format!("Invalid value: \"\": {why}"),
         field: field.into(),
     };
     if !is_present(obj.get("eventTime")) {
-        causes.push(required("eventTime"));
-    }
-    let controller = text("reportingController");
-    if controller.is_empty() {
-        causes.push(required("reportingController"));
-    } else if let Some(problem) = crate::selector::qualified_name_problem(controller) {
-        causes.push(invalid("reportingController", controller, problem));
-    }
-    for key in ["reportingInstance", "action", "reason"] {
-        let value = text(key);
-        if value.is_empty() {
-            causes.push(required(key));
-        } else if value.len() > SHORT_FIELD_LIMIT {
-            causes.push(Cause {
-                reason: "FieldValueTooLong".into(),
-                message: format!("Too long: may not be more than {SHORT_FIELD_LIMIT} bytes"),
-                field: key.into(),
-            });
-        }
-    }
-    if text("note").len() > NOTE_LIMIT {
         causes.push(Cause {
-            reason: "FieldValueTooLong".into(),
-            message: format!("Too long: may not be more than {NOTE_LIMIT} bytes"),
-            field: "note".into(),
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: "eventTime".into(),
         });
     }
-    let type_ = text("type");
+    let type_ = obj.get("type").and_then(Value::as_str).unwrap_or("");
     if type_ != "Normal" && type_ != "Warning" {
-        causes.push(invalid(
-            "type",
-            type_,
-            "must be Normal or Warning".to_string(),
-        ));
+        causes.push(invalid("type", format!("has invalid value: {type_}")));
     }
     for key in [
         "deprecatedFirstTimestamp",
@@ -212,7 +188,7 @@ pub fn events_v1_create_causes(obj: &Value) -> Vec<Cause> {
         "deprecatedCount",
     ] {
         if is_present(obj.get(key)) && obj.get(key) != Some(&json!(0)) {
-            causes.push(invalid(key, "", "needs to be unset".to_string()));
+            causes.push(invalid(key, "needs to be unset".to_string()));
         }
     }
     if obj
@@ -223,11 +199,74 @@ pub fn events_v1_create_causes(obj: &Value) -> Vec<Cause> {
                 .any(|v| v.as_str().is_some_and(|v| !v.is_empty()))
         })
     {
-        causes.push(invalid(
-            "deprecatedSource",
-            "",
-            "needs to be unset".to_string(),
-        ));
+        causes.push(invalid("deprecatedSource", "needs to be unset".to_string()));
+    }
+    causes
+}
+
+/// The checks a real server makes of every new Event, whichever API wrote it (`core` in the
+/// core form; `controller_field` names `reportingComponent` as the request's version calls it).
+/// An old-style event (no `eventTime`) must be about an object of its own namespace (or of
+/// none, in `default`); a new-style one, with `eventTime`, must also say who reported it and
+/// what it did. Field paths are the core ones, as a real server reports them for both APIs.
+fn legacy_event_causes(core: &Value, namespace: &str, controller_field: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let text = |key: &str| core.get(key).and_then(Value::as_str).unwrap_or("");
+    let involved_namespace = core
+        .pointer("/involvedObject/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mismatch = || Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {involved_namespace:?}: does not match event.namespace"),
+        field: "involvedObject.namespace".into(),
+    };
+    let too_long = |field: &str, limit: usize| Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"\": can have at most {limit} characters"),
+        field: field.into(),
+    };
+    let required = |field: &str| Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    };
+    if !is_present(core.get("eventTime")) {
+        let agrees = if involved_namespace.is_empty() {
+            namespace.is_empty() || namespace == "default"
+        } else {
+            involved_namespace == namespace
+        };
+        if !agrees {
+            causes.push(mismatch());
+        }
+        return causes;
+    }
+    if involved_namespace.is_empty() && namespace != "default" && namespace != "kube-system" {
+        causes.push(mismatch());
+    }
+    let component = text("reportingComponent");
+    if component.is_empty() {
+        causes.push(required(controller_field));
+    }
+    for problem in crate::selector::qualified_name_problems(component) {
+        causes.push(Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {component:?}: {problem}"),
+            field: controller_field.into(),
+        });
+    }
+    for key in ["reportingInstance", "action", "reason"] {
+        let value = text(key);
+        if value.is_empty() {
+            causes.push(required(key));
+        }
+        if value.len() > SHORT_FIELD_LIMIT {
+            causes.push(too_long(key, SHORT_FIELD_LIMIT));
+        }
+    }
+    if text("message").len() > NOTE_LIMIT {
+        causes.push(too_long("message", NOTE_LIMIT));
     }
     causes
 }
@@ -283,9 +322,22 @@ mod tests {
         assert_eq!(back, expected);
     }
 
+    fn cause_fields(causes: Vec<Cause>) -> Vec<String> {
+        causes
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.reason))
+            .collect()
+    }
+
+    /// As kube-apiserver answered the same events (crates/devcluster/tests/parity.rs): without
+    /// an `eventTime` only the time, the type and the deprecated fields are checked; with one,
+    /// who reported the event and what it did.
     #[test]
     fn new_style_events_need_their_fields_and_none_of_the_deprecated_ones() {
-        assert_eq!(events_v1_create_causes(&recorder_event()), vec![]);
+        assert_eq!(
+            events_v1_create_causes(&recorder_event(), "default"),
+            vec![]
+        );
         let mut bare = recorder_event();
         for key in ["eventTime", "action", "reportingInstance"] {
             bare.as_object_mut().unwrap().remove(key);
@@ -293,21 +345,67 @@ mod tests {
         bare["type"] = json!("Bogus");
         bare["deprecatedCount"] = json!(3);
         bare["reportingController"] = json!("not a name!");
-        let fields: Vec<String> = events_v1_create_causes(&bare)
-            .into_iter()
-            .map(|c| format!("{}: {}", c.field, c.reason))
-            .collect();
         assert_eq!(
-            fields,
+            cause_fields(events_v1_create_causes(&bare, "default")),
             [
                 "eventTime: FieldValueRequired",
-                "reportingController: FieldValueInvalid",
-                "reportingInstance: FieldValueRequired",
-                "action: FieldValueRequired",
                 "type: FieldValueInvalid",
                 "deprecatedCount: FieldValueInvalid",
             ]
         );
+        let mut unreported = recorder_event();
+        for key in ["action", "reportingInstance"] {
+            unreported.as_object_mut().unwrap().remove(key);
+        }
+        unreported["reportingController"] = json!("not a name!");
+        assert_eq!(
+            cause_fields(events_v1_create_causes(&unreported, "default")),
+            [
+                "reportingController: FieldValueInvalid",
+                "reportingInstance: FieldValueRequired",
+                "action: FieldValueRequired",
+            ]
+        );
+        // A new-style event about a namespaced object may sit in another namespace; one about an
+        // object without a namespace belongs in `default` or `kube-system`.
+        assert_eq!(events_v1_create_causes(&recorder_event(), "other"), vec![]);
+        let mut cluster_scoped = recorder_event();
+        cluster_scoped["regarding"] = json!({"kind": "Node", "name": "node-0"});
+        assert_eq!(
+            events_v1_create_causes(&cluster_scoped, "kube-system"),
+            vec![]
+        );
+        assert_eq!(
+            cause_fields(events_v1_create_causes(&cluster_scoped, "other")),
+            ["involvedObject.namespace: FieldValueInvalid"]
+        );
+    }
+
+    #[test]
+    fn core_events_with_an_event_time_say_who_reported_them() {
+        let old_style = json!({"metadata": {"name": "e"}, "reason": "R",
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "ns"}});
+        assert_eq!(core_event_create_causes(&old_style, "ns"), vec![]);
+        assert_eq!(
+            cause_fields(core_event_create_causes(&old_style, "other")),
+            ["involvedObject.namespace: FieldValueInvalid"]
+        );
+        let mut new_style = old_style.clone();
+        new_style["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+        assert_eq!(
+            cause_fields(core_event_create_causes(&new_style, "ns")),
+            [
+                "reportingComponent: FieldValueRequired",
+                "reportingComponent: FieldValueInvalid",
+                "reportingComponent: FieldValueInvalid",
+                "reportingInstance: FieldValueRequired",
+                "action: FieldValueRequired",
+            ]
+        );
+        new_style["reportingComponent"] = json!("agents.x-k8s.io/sandbox-controller");
+        new_style["reportingInstance"] = json!("controller-0");
+        new_style["action"] = json!("Check");
+        assert_eq!(core_event_create_causes(&new_style, "ns"), vec![]);
     }
 
     #[test]

@@ -101,13 +101,18 @@ impl ListFilter {
     }
 
     pub fn from_query(info: &ResourceInfo, query: &Query) -> Result<Self, ApiError> {
-        let labels =
-            match query.get("labelSelector") {
-                Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
-                })?),
-                None => None,
-            };
+        let labels = match query.get("labelSelector") {
+            Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
+                // Some parse errors already say "unable to parse requirement".
+                let message = e.to_string();
+                if message.starts_with("unable to parse requirement: ") {
+                    ApiError::bad_request(message)
+                } else {
+                    ApiError::bad_request(format!("unable to parse requirement: {message}"))
+                }
+            })?),
+            None => None,
+        };
         let fields = match query.get("fieldSelector") {
             Some(s) => {
                 let sel =
@@ -118,9 +123,15 @@ impl ListFilter {
                         && name != "metadata.namespace"
                         && !extra.iter().any(|e| e == name)
                     {
-                        return Err(ApiError::bad_request(format!(
-                            "field label not supported: {name}"
-                        )));
+                        // Kinds with field labels of their own word it as their conversion
+                        // does; the others as the generic check does.
+                        return Err(ApiError::bad_request(if extra.is_empty() {
+                            format!(
+                                "\"{name}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                            )
+                        } else {
+                            format!("field label not supported: {name}")
+                        }));
                     }
                 }
                 Some(sel)

@@ -45,6 +45,20 @@ pub fn generated_suffix() -> String {
         .collect()
 }
 
+/// A `generateName` as a real server validates it: the name check applies to the prefix with a
+/// trailing `-` masked (the generated suffix follows it). Like the real server's, the mask
+/// replaces the last two characters with `a`.
+pub fn mask_trailing_dash(prefix: &str) -> String {
+    let chars: Vec<char> = prefix.chars().collect();
+    if chars.len() > 1 && chars.last() == Some(&'-') {
+        let mut masked: String = chars[..chars.len() - 2].iter().collect();
+        masked.push('a');
+        masked
+    } else {
+        prefix.to_string()
+    }
+}
+
 /// Checks a DNS-1123 subdomain (most object names); returns the problem if any.
 pub fn dns1123_subdomain_problem(name: &str) -> Option<String> {
     if name.len() > 253 {

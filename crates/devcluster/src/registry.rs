@@ -188,6 +188,16 @@ impl Registry {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `group` is one of the built-in API groups (the core group `""` included), as
+    /// opposed to a group served for CustomResourceDefinitions or not served at all.
+    pub fn is_builtin_group(&self, group: &str) -> bool {
+        group.is_empty()
+            || self
+                .read_map()
+                .values()
+                .any(|info| !info.is_custom() && info.group == group)
+    }
+
     /// The resource served at `group`/`version` under `plural`.
     pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
         let map = self.read_map();

@@ -35,7 +35,7 @@ pub async fn dispatch(
     if let Some(sub) = sub
         && !known_subresource(&req, sub)
     {
-        return Err(ApiError::not_found_path());
+        return Err(missing_subresource(&req));
     }
     if method == Method::GET && !req.query.flag("watch") && req.query.get("continue").is_none() {
         wait_until_fresh(state, &req).await?;
@@ -295,4 +295,18 @@ fn list(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError
             "items": presented,
         }),
     ))
+}
+
+/// A subresource the kind does not have: kube-apiserver's answer names the object for a custom
+/// resource (`widgets.example.com "x" not found`) and is a bare 404 `Status` for a built-in one.
+pub fn missing_subresource(req: &ResourceRequest) -> ApiError {
+    if req.info.is_custom() {
+        ApiError::not_found(
+            &req.info.group,
+            &req.info.plural,
+            req.name.as_deref().unwrap_or_default(),
+        )
+    } else {
+        ApiError::not_found_path()
+    }
 }

@@ -19,7 +19,7 @@ mod field;
 mod label;
 
 pub use field::{FieldOperator, FieldRequirement, FieldSelector};
-pub(crate) use label::qualified_name_problem;
+pub(crate) use label::qualified_name_problems;
 pub use label::{LabelOperator, LabelRequirement, LabelSelector, validate_label_key};
 
 /// A selector that could not be parsed. Display is the message a real API server puts in the 400

@@ -225,8 +225,13 @@ async fn route(
         ["api"] => return Ok(crate::discovery::core_versions(state, &headers)),
         ["apis"] => return Ok(crate::discovery::groups(state, &headers)),
         ["api", v] => return crate::discovery::resources(state, "", v),
-        ["apis", g] => return crate::discovery::group(state, g),
-        ["apis", g, v] => return crate::discovery::resources(state, g, v),
+        ["apis", g] => {
+            return crate::discovery::group(state, g).map_err(|e| outside_builtins(state, g, e));
+        }
+        ["apis", g, v] => {
+            return crate::discovery::resources(state, g, v)
+                .map_err(|e| outside_builtins(state, g, e));
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(ApiError::not_found_path()),
@@ -252,7 +257,7 @@ async fn route(
     let info = state
         .registry
         .lookup(group, version, resource)
-        .ok_or_else(ApiError::not_found_path)?
+        .ok_or_else(|| outside_builtins(state, group, ApiError::not_found_path()))?
         .at_version(version);
     if namespace.is_some() && !info.namespaced {
         return Err(ApiError::not_found_path());
@@ -358,4 +363,15 @@ fn protobuf_watch(response: Response) -> Response {
         http::HeaderValue::from_static(crate::protobuf::WATCH_MEDIA_TYPE),
     );
     Response::from_parts(parts, axum::body::Body::from_stream(frames))
+}
+
+/// A 404 for a path nothing serves, as kube-apiserver words it: a JSON `Status` inside its
+/// built-in groups, plain-text `404 page not found` for a group it does not serve or a
+/// resource a custom group does not have (those paths fall through to its not-found handler).
+fn outside_builtins(state: &SharedState, group: &str, error: ApiError) -> ApiError {
+    if error.code == 404 && !state.registry.is_builtin_group(group) {
+        ApiError::page_not_found()
+    } else {
+        error
+    }
 }

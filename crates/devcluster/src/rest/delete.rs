@@ -229,23 +229,23 @@ pub fn delete_stored(
             if let Some(p) = &opts.precondition_uid
                 && p != uid
             {
-                return Err(ApiError::conflict(
-                    &info.group,
-                    &info.plural,
-                    name,
-                    &format!("Precondition failed: UID in precondition: {p}, UID in object meta: {uid}"),
-                ));
+                let mut e = ApiError::conflict(&info.group, &info.plural, name, "");
+                e.message = format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the UID in the precondition ({p}) does not match the UID in record ({uid}). The object might have been deleted and then recreated",
+                    info.kind
+                );
+                return Err(e);
             }
             let rv = meta::meta_str(current, "resourceVersion").unwrap_or("");
             if let Some(p) = &opts.precondition_rv
                 && p != rv
             {
-                return Err(ApiError::conflict(
-                    &info.group,
-                    &info.plural,
-                    name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {p}, ResourceVersion in object meta: {rv}"),
-                ));
+                let mut e = ApiError::conflict(&info.group, &info.plural, name, "");
+                e.message = format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the ResourceVersion in the precondition ({p}) does not match the ResourceVersion in record ({rv}). The object might have been modified",
+                    info.kind
+                );
+                return Err(e);
             }
             let op = delete_object(info, current, opts, state.options.node_agent);
             if opts.dry_run {

@@ -68,7 +68,7 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
 
 pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
     if req.info.scale.is_none() {
-        return Err(ApiError::not_found_path());
+        return Err(crate::rest::missing_subresource(req));
     }
     let name = req.name.as_deref().unwrap_or("");
     let obj = state
@@ -86,7 +86,7 @@ fn write_scale(
     let info = req.info.clone();
     let name = req.name.clone().unwrap_or_default();
     let Some(spec_path) = info.scale.as_ref().map(|s| s.spec_replicas_path.clone()) else {
-        return Err(ApiError::not_found_path());
+        return Err(crate::rest::missing_subresource(req));
     };
     let manager = crate::patch_glue::field_manager(req);
     let now = meta::now_rfc3339();

@@ -17,7 +17,13 @@ use crate::store::{Committed, WriteOp, WriteOutcome};
 use super::{object_response, present};
 
 /// Media types of create/update bodies devcluster reads (protobuf only for a few kinds).
-const BODY_MEDIA_TYPES: &[&str] = &["application/json", "application/yaml"];
+/// The body media types a real server names in its 415 (for custom resources too, although
+/// it decodes only JSON and YAML for them).
+const BODY_MEDIA_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
 
 /// The request body as JSON (a missing Content-Type is JSON; YAML is accepted for apply).
 pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
@@ -33,7 +39,8 @@ pub fn parse_body(req: &ResourceRequest) -> Result<Value, ApiError> {
             other => ApiError::bad_request(other.to_string()),
         });
     }
-    if ct.contains("cbor") {
+    let known = ct.is_empty() || ct.contains("json") || ct.contains("yaml");
+    if ct.contains("cbor") || !known {
         return Err(ApiError::unsupported_media_type(BODY_MEDIA_TYPES));
     }
     let parsed: Result<Value, String> = if ct.contains("yaml") {
@@ -76,15 +83,28 @@ fn dry_run(req: &ResourceRequest) -> bool {
 }
 
 /// An Event created through `events.k8s.io/v1` must be a complete new-style event (422).
-fn check_new_event(info: &ResourceInfo, obj: &Value, name: &str) -> Result<(), ApiError> {
-    if info.shared_storage != Some(crate::registry::SharedStorage::EventsV1) {
+/// Refuses a new Event a real server would refuse, with every cause at once: its own checks
+/// and `name_causes`, the problems of its name (both kinds of Event are stored as the core
+/// kind, whose errors name it `Event`).
+fn check_new_event(
+    info: &ResourceInfo,
+    obj: &Value,
+    namespace: &str,
+    name: &str,
+    name_causes: &[Cause],
+) -> Result<(), ApiError> {
+    let mut causes = if info.shared_storage == Some(crate::registry::SharedStorage::EventsV1) {
+        crate::event_versions::events_v1_create_causes(obj, namespace)
+    } else if !info.is_custom() && info.group.is_empty() && info.plural == "events" {
+        crate::event_versions::core_event_create_causes(obj, namespace)
+    } else {
         return Ok(());
-    }
-    let causes = crate::event_versions::events_v1_create_causes(obj);
+    };
+    causes.extend(name_causes.iter().cloned());
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(&info.group, &info.kind, name, causes))
+        Err(ApiError::invalid("", &info.kind, name, causes))
     }
 }
 
@@ -119,17 +139,48 @@ fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Re
 }
 
 fn name_problem(info: &ResourceInfo, name: &str) -> Option<String> {
+    let path_segment_problem = |name: &str| {
+        (name.contains('/') || name.contains('%') || name == "." || name == "..")
+            .then(|| "may not contain '/' or '%'".to_string())
+    };
     match info.plural.as_str() {
         "namespaces" | "services" => meta::dns1123_label_problem(name),
+        // Core events only need a name that fits in a path (kube-apiserver takes `box.` as a
+        // generateName for them, and names like `Box_1`).
+        "events" if !info.is_custom() && info.group.is_empty() => path_segment_problem(name),
         _ if info.is_custom() || name.contains('/') || name.contains('%') => {
-            if name.contains('/') || name.contains('%') || name == "." || name == ".." {
-                Some("may not contain '/' or '%'".into())
-            } else {
-                meta::dns1123_subdomain_problem(name)
-            }
+            path_segment_problem(name).or_else(|| meta::dns1123_subdomain_problem(name))
         }
         _ => meta::dns1123_subdomain_problem(name),
     }
+}
+
+/// The name a refused create's error names: a real server generates the name before it
+/// validates the object.
+fn name_for_errors(obj: &Value) -> String {
+    match meta::meta_str(obj, "name").filter(|n| !n.is_empty()) {
+        Some(name) => name.to_string(),
+        None => match meta::meta_str(obj, "generateName").filter(|p| !p.is_empty()) {
+            Some(prefix) => format!("{prefix}{}", meta::generated_suffix()),
+            None => String::new(),
+        },
+    }
+}
+
+/// `generateName` is validated as a name prefix (a trailing `-` allowed), as by a real server:
+/// `box.` is refused where names are DNS subdomains, although `box.` plus a suffix would be one.
+fn generate_name_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+    let Some(prefix) = meta::meta_str(obj, "generateName").filter(|p| !p.is_empty()) else {
+        return Vec::new();
+    };
+    name_problem(info, &meta::mask_trailing_dash(prefix))
+        .map(|problem| Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {prefix:?}: {problem}"),
+            field: "metadata.generateName".into(),
+        })
+        .into_iter()
+        .collect()
 }
 
 pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
@@ -138,10 +189,13 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
     let info = req.info.clone();
     let admitted_clean =
         crate::builtin_types::admit_onto(&state.notes, &req.query, &info, &mut obj, None)?;
+    let generate_name_causes = generate_name_causes(&info, &obj);
     check_new_event(
         &info,
         &obj,
-        meta::meta_str(&obj, "name").unwrap_or_default(),
+        req.namespace_or_empty(),
+        &name_for_errors(&obj),
+        &generate_name_causes,
     )?;
     let mut obj = crate::event_versions::into_storage(&info, obj);
     let ns = req.namespace_or_empty().to_string();
@@ -155,7 +209,10 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
         ));
     }
     if meta::meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
-        return Err(ApiError::bad_request(
+        // kube-apiserver's storage refuses it with an internal error: a 500 with no reason.
+        return Err(ApiError::new(
+            500,
+            "",
             "resourceVersion should not be set on objects to be created",
         ));
     }
@@ -182,6 +239,14 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             "FieldValueRequired",
             "Required value: name or generateName is required".into(),
             "",
+        ));
+    }
+    if !generate_name_causes.is_empty() {
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            &name_for_errors(&obj),
+            generate_name_causes,
         ));
     }
     let now = meta::now_rfc3339();
@@ -728,7 +793,7 @@ fn admit_new_object(
     now: &str,
 ) -> Result<Value, ApiError> {
     crate::builtin_types::admit(&req.query, info, &mut created)?;
-    check_new_event(info, &created, name)?;
+    check_new_event(info, &created, ns, name, &[])?;
     let mut created = crate::event_versions::into_storage(info, created);
     if let Some(m) = meta::metadata_mut(&mut created) {
         m.insert("name".into(), json!(name));
@@ -784,6 +849,19 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
         .trim()
         .to_string();
     let kind = crate::patch_glue::PatchKind::from_content_type(&ct, &req.info)?;
+    // The patch options are validated before the patch is read, as by a real server.
+    if kind == crate::patch_glue::PatchKind::Apply && req.query.get("fieldManager").is_none() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![Cause {
+                reason: "FieldValueRequired".into(),
+                message: "Required value: is required for apply patch".into(),
+                field: "fieldManager".into(),
+            }],
+        ));
+    }
     let patch_body = parse_body(req)?;
     let info = req.info.clone();
     let name = req.name.clone().unwrap_or_default();
@@ -791,11 +869,6 @@ pub fn patch(state: &SharedState, req: &ResourceRequest) -> Result<Response, Api
     let dry = dry_run(req);
     let force = req.query.flag("force");
     let manager = crate::patch_glue::field_manager(req);
-    if kind == crate::patch_glue::PatchKind::Apply && req.query.get("fieldManager").is_none() {
-        return Err(ApiError::bad_request(
-            "PATCH, application/apply-patch+yaml requests must have a fieldManager query parameter",
-        ));
-    }
     let now = meta::now_rfc3339();
     let mut dry_result = None;
     let mut written_onto: Option<WrittenOnto> = None;

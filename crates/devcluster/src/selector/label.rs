@@ -452,7 +452,7 @@ impl LabelParser {
             Token::OpenParen => {}
             other => {
                 return Err(SelectorError::Syntax(format!(
-                    "found '{}', expected: '('",
+                    "found '{}' expected: '('",
                     other.literal()
                 )));
             }
@@ -568,38 +568,44 @@ pub fn validate_label_key(key: &str) -> Result<(), SelectorError> {
 }
 
 pub(crate) fn qualified_name_problem(key: &str) -> Option<String> {
+    qualified_name_problems(key).into_iter().next()
+}
+
+/// Every problem a real server reports for a qualified name, in its order: an empty or too long
+/// name part is also reported as not matching the name format (two causes).
+pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
     if name.contains('/') {
-        return Some(
+        return vec![
             "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".to_string(),
-        );
+        ];
     }
     if let Some(prefix) = prefix {
         if prefix.is_empty() {
-            return Some("prefix part must be non-empty".to_string());
+            return vec!["prefix part must be non-empty".to_string()];
         }
         if !is_dns_subdomain(prefix) {
-            return Some(
+            return vec![
                 "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                     .to_string(),
-            );
+            ];
         }
     }
+    let mut problems = Vec::new();
     if name.is_empty() {
-        return Some("name part must be non-empty".to_string());
-    }
-    if name.len() > 63 {
-        return Some("name part must be no more than 63 characters".to_string());
+        problems.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 characters".to_string());
     }
     if !is_qualified_name_part(name) {
-        return Some(format!(
+        problems.push(format!(
             "name part {NAME_FMT_MSG} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
         ));
     }
-    None
+    problems
 }
 
 fn label_value_problem(value: &str) -> Option<String> {
