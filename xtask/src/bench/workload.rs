@@ -69,12 +69,26 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), BenchError> {
             .await
             .map_err(|e| BenchError::kube(format!("creating CRD {name}"), e))?;
     }
-    // devcluster serves a CRD's kinds once the create returns; check one answers.
-    Kind::Claim
-        .api(client)
-        .list(&Default::default())
-        .await
-        .map_err(|e| BenchError::kube("listing SandboxClaims after installing CRDs", e))?;
+    // devcluster serves a CRD's kinds once the create returns, kube-apiserver once the CRD is
+    // Established, a moment later: wait until every kind answers.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for kind in [Kind::Sandbox, Kind::Template, Kind::Pool, Kind::Claim] {
+        loop {
+            match kind.api(client).list(&Default::default()).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(BenchError::kube(
+                        format!(
+                            "listing {} 60 s after installing the CRDs",
+                            kind.resource().plural
+                        ),
+                        e,
+                    ));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
     Ok(())
 }
 
