@@ -194,6 +194,9 @@ enum Server {
     Real {
         cluster: Box<realcluster::RealCluster>,
         controller_kubeconfigs: Vec<(ControllerKind, PathBuf)>,
+        /// The loopback port each controller serves its conversion webhook on (the CRDs name
+        /// it; the webhook Service is an `ExternalName` to 127.0.0.1).
+        webhook_ports: Vec<(ControllerKind, u16)>,
         /// The controllers' requests, read from the API server's audit log as it grows.
         audit: std::sync::Mutex<super::counters::AuditTally>,
     },
@@ -350,6 +353,24 @@ impl Stack {
         release_rbac::install(&admin)
             .await
             .map_err(|e| real("installing the release's RBAC", e))?;
+        // The conversion webhooks, as the release runs them: kube-apiserver calls them for any
+        // client that reads a non-storage version. An ExternalName Service to 127.0.0.1 routes
+        // the CRDs' `service` reference to loopback (no kube-proxy; Endpoints may not name a
+        // loopback address); the CRDs get the port (see `Stack::install_crds`).
+        let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(admin.clone(), SYSTEM_NAMESPACE);
+        let mut webhook_ports = Vec::new();
+        for kind in ControllerKind::ALL {
+            let service = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{}-webhook", kind.name())},
+                "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+            }))?;
+            services
+                .create(&kube::api::PostParams::default(), &service)
+                .await
+                .map_err(|e| BenchError::kube("creating the webhook Service", e))?;
+            webhook_ports.push((kind, free_local_addr()?.port()));
+        }
         let mut controller_kubeconfigs = Vec::new();
         for (kind, account) in [
             (ControllerKind::Sandbox, release_rbac::SANDBOX_CONTROLLER),
@@ -380,6 +401,7 @@ impl Stack {
             server: Server::Real {
                 cluster,
                 controller_kubeconfigs,
+                webhook_ports,
                 audit,
             },
             kubeconfig,
@@ -431,6 +453,29 @@ impl Stack {
         }
     }
 
+    /// The conversion webhook flags of controller `kind`: off on devcluster (it calls no
+    /// webhook); on the real control plane as the release runs them (managed certificates, the
+    /// Secret in the release's namespace), on a loopback port the CRDs name.
+    fn webhook_args(&self, kind: ControllerKind) -> Vec<String> {
+        let Server::Real { webhook_ports, .. } = &self.server else {
+            return vec!["--enable-webhook=false".to_owned()];
+        };
+        let port = webhook_ports
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, port)| *port)
+            .unwrap_or(0);
+        let namespace = realcluster::release_rbac::SYSTEM_NAMESPACE;
+        vec![
+            "--enable-webhook=true".to_owned(),
+            "--manage-webhook-certs=true".to_owned(),
+            "--webhook-host=127.0.0.1".to_owned(),
+            format!("--webhook-port={port}"),
+            format!("--webhook-service-name={}-webhook", kind.name()),
+            format!("--webhook-namespace={namespace}"),
+        ]
+    }
+
     /// The kubeconfig controller `kind` runs with: devcluster's (admin), or one with a token of
     /// its own ServiceAccount on the real control plane.
     fn controller_kubeconfig(&self, kind: ControllerKind) -> &Path {
@@ -445,6 +490,43 @@ impl Stack {
                 .map(|(_, path)| path.as_path())
                 .unwrap_or(&self.kubeconfig),
         }
+    }
+
+    /// Installs the agent-sandbox CRDs; on the real control plane with each conversion
+    /// webhook's port, so kube-apiserver reaches the controller serving it.
+    pub async fn install_crds(&self) -> Result<(), BenchError> {
+        let Server::Real { webhook_ports, .. } = &self.server else {
+            return super::workload::install_crds(&self.client).await;
+        };
+        let port = |kind: ControllerKind| {
+            webhook_ports
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, port)| i32::from(*port))
+        };
+        let crds = api_types::core_crds()
+            .into_iter()
+            .map(|crd| (crd, port(ControllerKind::Sandbox)))
+            .chain(
+                api_types::extension_crds()
+                    .into_iter()
+                    .map(|crd| (crd, port(ControllerKind::Extensions))),
+            )
+            .map(|(mut crd, port)| {
+                if let Some(service) = crd
+                    .spec
+                    .conversion
+                    .as_mut()
+                    .and_then(|c| c.webhook.as_mut())
+                    .and_then(|w| w.client_config.as_mut())
+                    .and_then(|c| c.service.as_mut())
+                {
+                    service.port = port;
+                }
+                crd
+            })
+            .collect();
+        super::workload::install_crd_list(&self.client, crds).await
     }
 
     /// Starts both controllers and waits until each answers `/readyz` with 200.
@@ -587,8 +669,7 @@ impl Stack {
                 "--leader-elect={}",
                 self.controller_options.leader_elect
             ))
-            // The CRDs the benchmark installs have one version: no conversion webhook is called.
-            .arg("--enable-webhook=false")
+            .args(self.webhook_args(kind))
             .arg(format!("--metrics-bind-address={metrics_addr}"))
             .arg(format!("--health-probe-bind-address={probe_addr}"))
             .arg(format!("--log-level={}", self.controller_options.log_level))

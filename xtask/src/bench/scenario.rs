@@ -335,7 +335,7 @@ async fn run_inner(
         if name == ScenarioName::Devcluster {
             return footprint::devcluster(&stack, ctx, report).await;
         }
-        workload::install_crds(&stack.client).await?;
+        stack.install_crds().await?;
         stack.start_controllers().await.map_err(|e| {
             BenchError::Unavailable(format!(
                 "the controllers are not working, so this scenario cannot run: {e}"

@@ -58,12 +58,23 @@ impl Kind {
 
 /// Creates the agent-sandbox CRDs (core and extensions) from the Rust types.
 pub async fn install_crds(client: &kube::Client) -> Result<(), BenchError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api_types::core_crds()
+    let crds = api_types::core_crds()
         .into_iter()
         .chain(api_types::extension_crds())
-    {
+        .collect();
+    install_crd_list(client, crds).await
+}
+
+/// Creates `crds` (the agent-sandbox ones) and waits until their kinds are served.
+pub async fn install_crd_list(
+    client: &kube::Client,
+    crds: Vec<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >,
+) -> Result<(), BenchError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.create(&PostParams::default(), &crd)
             .await
