@@ -5,10 +5,15 @@
 //!
 //! Needs Go (the first run builds the upstream binaries, minutes; see docs/cluster.md): without
 //! it the test says so in one line and passes, except under CI or AGENT_SANDBOX_REQUIRE_GO=1.
+//! It takes about 3 minutes on 2 cores, so it is not part of `cargo test` by default (see the
+//! `ignore` reason).
 
 use std::process::Command;
 
 #[test]
+#[ignore = "about 3 minutes on 2 cores (2 min 57 s at load 9, a fresh cluster per scenario), \
+            beyond what CI's 60-minute budget leaves; run it with `cargo test -p xtask --test \
+            bench_real -- --ignored` (tracking: issue #19 item 5, CI lane for the real bench)"]
 fn quick_bench_runs_every_scenario_on_the_real_control_plane_with_the_controllers_as_themselves() {
     if !realcluster::go_or_skip("bench_real") {
         return;
