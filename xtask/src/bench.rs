@@ -1,11 +1,15 @@
 //! `cargo xtask bench`: claim latency, throughput, API writes and footprint of the two
-//! controllers against devcluster, every component a separate process on this machine.
+//! controllers against devcluster, or with `--cluster real` against the real control plane of
+//! `cargo xtask cluster`, every component a separate process on this machine.
 //!
-//! The run builds the binaries, then for each scenario starts a fresh devcluster (simulated
-//! nodes with a configurable pod start-up delay) and both controllers, measures devcluster's
-//! own create throughput (so figures can be read as ratios), drives the scenario's load with
-//! its own client and watch, scrapes request counters (devcluster's and each controller's) and
-//! `/proc`, and writes `report.json`, `report.md` and SVG charts into `--out`.
+//! The run builds the binaries, then for each scenario starts a fresh control plane (devcluster
+//! with simulated nodes, or etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+//! kwok, with a configurable pod start-up delay) and both controllers (on the real control plane
+//! each with a token of its own ServiceAccount from the release's RBAC), measures the server's
+//! own create throughput (so figures can be read as ratios), drives the scenario's load with its
+//! own client and watch, scrapes request counters (the server's, its audit log on the real
+//! control plane, and each controller's) and `/proc`, and writes `report.json`, `report.md` and
+//! SVG charts into `--out`.
 //!
 //! It is a benchmark, not a test: nothing here fails on a time. `--quick` shrinks every
 //! scenario to a smoke run that checks the harness works.
@@ -44,7 +48,7 @@ pub mod workload;
 
 pub use error::BenchError;
 
-use cluster::{BuildProfile, ControllerOptions, DevclusterOptions};
+use cluster::{BuildProfile, ClusterKind, ControllerOptions, DevclusterOptions, RealOptions};
 use report::Report;
 use scenario::{Ctx, ScenarioName, Sizes};
 
@@ -76,11 +80,20 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_build: bool,
 
-    /// Simulated nodes in devcluster (the reference's CI gate uses 100).
+    /// The control plane the scenarios run on: `devcluster` (ours, in memory) or `real` (etcd,
+    /// kube-apiserver, kube-controller-manager, kube-scheduler and kwok, as `cargo xtask
+    /// cluster` runs them; needs Go, the first run builds them; each controller runs with a
+    /// token of its own ServiceAccount).
+    #[arg(long, value_enum, default_value_t = ClusterKind::Devcluster)]
+    pub cluster: ClusterKind,
+
+    /// Simulated nodes in devcluster, or kwok nodes on the real control plane (the reference's
+    /// CI gate uses 100).
     #[arg(long, default_value_t = 100)]
     pub nodes: u32,
 
-    /// devcluster's time from scheduling to Running: `0`, `200ms` or a range `100ms..2s`.
+    /// Time from scheduling to Running (devcluster's nodes or kwok): `0`, `200ms` or a range
+    /// `100ms..2s`.
     #[arg(long, default_value = "100ms..500ms")]
     pub pod_startup_delay: String,
 
@@ -147,10 +160,22 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     let sizes = if args.quick {
         Sizes::quick()
     } else {
-        Sizes::full()
+        Sizes::full_for(args.cluster)
     }
     .with_overrides(&args.sizes)?;
-    let binaries = cluster::build(profile, !args.no_build)?;
+    let real = match args.cluster {
+        ClusterKind::Devcluster => None,
+        ClusterKind::Real => Some(RealOptions {
+            nodes: args.nodes,
+            pod_startup_delay: realcluster::Delay::parse(&args.pod_startup_delay)
+                .map_err(|e| BenchError::Unavailable(format!("--pod-startup-delay: {e}")))?,
+        }),
+    };
+    let upstream_versions = match args.cluster {
+        ClusterKind::Devcluster => None,
+        ClusterKind::Real => Some(pinned_versions()?),
+    };
+    let binaries = cluster::build_for(profile, !args.no_build, args.cluster)?;
     let devcluster = DevclusterOptions {
         nodes: args.nodes,
         pod_startup_delay: args.pod_startup_delay.clone(),
@@ -167,6 +192,7 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
         out: &out,
         sizes: &sizes,
         devcluster: &devcluster,
+        real: real.as_ref(),
         controllers: &controllers,
         ticks_per_second: proc_stats::clock_ticks_per_second(),
         timeout_factor: if args.timeout_factor > 0.0 {
@@ -185,6 +211,7 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
 
     let machine = proc_stats::Machine::detect();
     let mut settings = BTreeMap::new();
+    settings.insert("cluster".to_string(), json!(args.cluster.key()));
     settings.insert("nodes".to_string(), json!(args.nodes));
     settings.insert(
         "pod_startup_delay".to_string(),
@@ -214,6 +241,13 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     );
     let mut report = Report {
         schema_version: 1,
+        cluster: report::ClusterInfo {
+            kind: args.cluster,
+            upstream: upstream_versions.map(|v| {
+                json!({"kubernetes": v.kubernetes, "etcd": v.etcd, "kwok": v.kwok,
+                       "pinned_in": "upstream/go.mod"})
+            }),
+        },
         command: command_line(),
         started_at: jiff::Timestamp::now().to_string(),
         git_commit: git_commit(),
@@ -291,6 +325,14 @@ fn profile_of(args: &BenchArgs) -> BuildProfile {
     } else {
         BuildProfile::Release
     })
+}
+
+/// The upstream releases pinned in `upstream/go.mod` (what the real control plane runs).
+fn pinned_versions() -> Result<realcluster::Versions, BenchError> {
+    let path = realcluster::upstream::module_dir().join("go.mod");
+    let text = std::fs::read_to_string(&path).map_err(|e| BenchError::io("reading", &path, e))?;
+    realcluster::Versions::from_go_mod(&text)
+        .map_err(|e| BenchError::Unavailable(format!("{}: {e}", path.display())))
 }
 
 fn write_report(out: &std::path::Path, report: &Report) -> Result<(), BenchError> {

@@ -124,3 +124,48 @@ fn help_lists_every_default_scenario_in_run_order() {
     let run: Vec<&str> = ScenarioName::ALL.iter().map(|s| s.key()).collect();
     assert_eq!(listed, run, "{help}");
 }
+
+#[test]
+fn the_cluster_is_devcluster_unless_real_is_asked_and_a_typo_is_refused() {
+    use xtask::bench::cluster::ClusterKind;
+    let parse = |extra: &[&str]| {
+        let mut argv = vec!["cargo xtask", "bench"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Bench(args) => args.cluster,
+            _ => panic!("expected the bench verb"),
+        })
+    };
+    assert_eq!(parse(&[]).unwrap(), ClusterKind::Devcluster);
+    assert_eq!(
+        parse(&["--quick", "--cluster", "real"]).unwrap(),
+        ClusterKind::Real
+    );
+    let error = parse(&["--cluster", "rael"]).expect_err("unknown cluster");
+    let message = error.to_string();
+    assert!(
+        message.contains("devcluster") && message.contains("real"),
+        "{message}"
+    );
+}
+
+#[test]
+fn scale_is_smaller_on_the_real_control_plane_and_still_overridable() {
+    use xtask::bench::cluster::ClusterKind;
+    use xtask::bench::scenario::Sizes;
+    assert_eq!(
+        Sizes::full_for(ClusterKind::Devcluster).scale_sandboxes,
+        10_000
+    );
+    let real = Sizes::full_for(ClusterKind::Real);
+    assert_eq!(real.scale_sandboxes, 2_000);
+    // The gate stays the reference's presubmit on both.
+    assert_eq!(
+        (real.gate_pool, real.gate_claims, real.gate_rate),
+        (1050, 750, 75.0)
+    );
+    let restored = real
+        .with_overrides(&["scale_sandboxes=10000".into()])
+        .unwrap();
+    assert_eq!(restored.scale_sandboxes, 10_000);
+}

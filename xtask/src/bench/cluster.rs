@@ -1,6 +1,6 @@
-//! The processes under test: building them, starting devcluster and the two controllers as
-//! separate processes, waiting for readiness, killing and restarting a controller, and the
-//! benchmark's own Kubernetes client.
+//! The processes under test: building them, starting the control plane (devcluster, or the
+//! real one of the `realcluster` crate) and the two controllers as separate processes, waiting
+//! for readiness, killing and restarting a controller, and the benchmark's own Kubernetes client.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -88,11 +88,21 @@ pub fn profile_dir(profile: BuildProfile) -> PathBuf {
 
 /// Builds (or, with `build == false`, only locates) the binaries for `profile`.
 pub fn build(profile: BuildProfile, build: bool) -> Result<Binaries, BenchError> {
+    build_for(profile, build, ClusterKind::Devcluster)
+}
+
+/// [`build`], with devcluster's binary only when the run uses it (`cluster`).
+pub fn build_for(
+    profile: BuildProfile,
+    build: bool,
+    cluster: ClusterKind,
+) -> Result<Binaries, BenchError> {
+    let mut packages = vec!["sandbox-controller", "extensions-controller"];
+    if cluster == ClusterKind::Devcluster {
+        packages.insert(0, "devcluster");
+    }
     if build {
-        cargo_build(
-            profile,
-            &["devcluster", "sandbox-controller", "extensions-controller"],
-        )?;
+        cargo_build(profile, &packages)?;
     }
     let target = profile_dir(profile);
     let binaries = Binaries {
@@ -100,11 +110,8 @@ pub fn build(profile: BuildProfile, build: bool) -> Result<Binaries, BenchError>
         sandbox_controller: target.join("sandbox-controller"),
         extensions_controller: target.join("extensions-controller"),
     };
-    for path in [
-        &binaries.devcluster,
-        &binaries.sandbox_controller,
-        &binaries.extensions_controller,
-    ] {
+    for package in packages {
+        let path = target.join(package);
         if !path.is_file() {
             return Err(BenchError::Unavailable(format!(
                 "{} does not exist; run without --no-build",
@@ -113,6 +120,27 @@ pub fn build(profile: BuildProfile, build: bool) -> Result<Binaries, BenchError>
         }
     }
     Ok(binaries)
+}
+
+/// The control plane the scenarios run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterKind {
+    /// devcluster, our in-memory API server with simulated nodes (one process).
+    #[default]
+    Devcluster,
+    /// The real control plane of `cargo xtask cluster`: etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler and kwok (needs Go; see docs/cluster.md).
+    Real,
+}
+
+impl ClusterKind {
+    pub fn key(self) -> &'static str {
+        match self {
+            ClusterKind::Devcluster => "devcluster",
+            ClusterKind::Real => "real",
+        }
+    }
 }
 
 /// Which controller binary.
@@ -153,18 +181,48 @@ pub struct DevclusterOptions {
     pub extra_args: Vec<String>,
 }
 
-/// devcluster plus (optionally) both controllers, all separate processes, with the
-/// benchmark's client. Dropping it kills every process.
+/// The API server side of a [`Stack`].
+enum Server {
+    /// devcluster, one process.
+    Dev {
+        child: Child,
+        pid: u32,
+        log: PathBuf,
+    },
+    /// The real control plane; each controller runs with a kubeconfig holding a token of its
+    /// own ServiceAccount from the release (`deploy/`), never the admin credentials.
+    Real {
+        cluster: Box<realcluster::RealCluster>,
+        controller_kubeconfigs: Vec<(ControllerKind, PathBuf)>,
+        /// The loopback port each controller serves its conversion webhook on (the CRDs name
+        /// it; the webhook Service is an `ExternalName` to 127.0.0.1).
+        webhook_ports: Vec<(ControllerKind, u16)>,
+        /// The controllers' requests, read from the API server's audit log as it grows.
+        audit: std::sync::Mutex<super::counters::AuditTally>,
+    },
+}
+
+/// The control plane (devcluster or the real one) plus (optionally) both controllers, all
+/// separate processes, with the benchmark's client. Dropping it kills every process (the real
+/// control plane's components by PID, and its data directory is removed).
 pub struct Stack {
     pub dir: PathBuf,
     binaries: Binaries,
-    devcluster: Child,
-    pub devcluster_pid: u32,
-    pub devcluster_log: PathBuf,
+    server: Server,
+    /// The admin kubeconfig (the benchmark client's).
     pub kubeconfig: PathBuf,
     pub client: kube::Client,
     pub controllers: Vec<Controller>,
     controller_options: ControllerOptions,
+}
+
+/// Real control plane settings the scenarios choose.
+#[derive(Debug, Clone)]
+pub struct RealOptions {
+    /// kwok nodes.
+    pub nodes: u32,
+    /// kwok's time from scheduling to Running and Ready, as devcluster's flag.
+    pub pod_startup_delay: realcluster::Delay,
 }
 
 /// How the controllers are started, beyond what every run sets.
@@ -249,14 +307,226 @@ impl Stack {
         Ok(Stack {
             dir: dir.to_path_buf(),
             binaries: binaries.clone(),
-            devcluster: child,
-            devcluster_pid: pid,
-            devcluster_log,
+            server: Server::Dev {
+                child,
+                pid,
+                log: devcluster_log,
+            },
             kubeconfig,
             client,
             controllers: Vec::new(),
             controller_options: controller_options.clone(),
         })
+    }
+
+    /// Starts the real control plane (`nodes` kwok nodes) with its data in a temporary
+    /// directory of its own, copies the admin kubeconfig to `dir`, installs the release's
+    /// Namespace, ServiceAccounts and RBAC and writes a kubeconfig per controller with a token of
+    /// its own ServiceAccount.
+    pub async fn start_real(
+        binaries: &Binaries,
+        dir: &Path,
+        options: &RealOptions,
+        controller_options: &ControllerOptions,
+    ) -> Result<Stack, BenchError> {
+        use realcluster::release_rbac::{self, SYSTEM_NAMESPACE};
+        std::fs::create_dir_all(dir).map_err(|e| BenchError::io("creating", dir, e))?;
+        let real = |what: &str, e: realcluster::Error| {
+            BenchError::Unavailable(format!("the real control plane: {what}: {e}"))
+        };
+        let cluster = realcluster::RealCluster::start(realcluster::Options {
+            nodes: options.nodes,
+            pod_startup_delay: options.pod_startup_delay,
+            ..realcluster::Options::default()
+        })
+        .await
+        .map_err(|e| real("starting it (docs/cluster.md)", e))?;
+        let cluster = Box::new(cluster);
+        let kubeconfig = dir.join("kubeconfig");
+        cluster
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|e| real("writing the admin kubeconfig", e))?;
+        let admin = cluster
+            .client()
+            .await
+            .map_err(|e| real("an admin client", e))?;
+        release_rbac::install(&admin)
+            .await
+            .map_err(|e| real("installing the release's RBAC", e))?;
+        // The conversion webhooks, as the release runs them: kube-apiserver calls them for any
+        // client that reads a non-storage version. An ExternalName Service to 127.0.0.1 routes
+        // the CRDs' `service` reference to loopback (no kube-proxy; Endpoints may not name a
+        // loopback address); the CRDs get the port (see `Stack::install_crds`).
+        let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+            kube::Api::namespaced(admin.clone(), SYSTEM_NAMESPACE);
+        let mut webhook_ports = Vec::new();
+        for kind in ControllerKind::ALL {
+            let service = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{}-webhook", kind.name())},
+                "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+            }))?;
+            services
+                .create(&kube::api::PostParams::default(), &service)
+                .await
+                .map_err(|e| BenchError::kube("creating the webhook Service", e))?;
+            webhook_ports.push((kind, free_local_addr()?.port()));
+        }
+        let mut controller_kubeconfigs = Vec::new();
+        for (kind, account) in [
+            (ControllerKind::Sandbox, release_rbac::SANDBOX_CONTROLLER),
+            (
+                ControllerKind::Extensions,
+                release_rbac::EXTENSIONS_CONTROLLER,
+            ),
+        ] {
+            let text = cluster
+                .service_account_kubeconfig(
+                    SYSTEM_NAMESPACE,
+                    account.account,
+                    Duration::from_secs(6 * 3600),
+                )
+                .await
+                .map_err(|e| real("a token of the controller's ServiceAccount", e))?;
+            let path = dir.join(format!("{}.kubeconfig", kind.name()));
+            write_private(&path, &text)?;
+            controller_kubeconfigs.push((kind, path));
+        }
+        let client = bench_client(&kubeconfig).await?;
+        let audit = std::sync::Mutex::new(super::counters::AuditTally::new(
+            cluster.audit_log_path().to_path_buf(),
+        ));
+        Ok(Stack {
+            dir: dir.to_path_buf(),
+            binaries: binaries.clone(),
+            server: Server::Real {
+                cluster,
+                controller_kubeconfigs,
+                webhook_ports,
+                audit,
+            },
+            kubeconfig,
+            client,
+            controllers: Vec::new(),
+            controller_options: controller_options.clone(),
+        })
+    }
+
+    /// Which control plane this is.
+    pub fn cluster_kind(&self) -> ClusterKind {
+        match self.server {
+            Server::Dev { .. } => ClusterKind::Devcluster,
+            Server::Real { .. } => ClusterKind::Real,
+        }
+    }
+
+    /// The control plane's processes by name (`devcluster`; or etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler, kwok) and PID.
+    pub fn server_processes(&self) -> Vec<(String, u32)> {
+        match &self.server {
+            Server::Dev { pid, .. } => vec![("devcluster".to_owned(), *pid)],
+            Server::Real { cluster, .. } => cluster
+                .components()
+                .into_iter()
+                .map(|c| (c.name, c.pid))
+                .collect(),
+        }
+    }
+
+    /// The releases of the real control plane's components (`None` on devcluster).
+    pub fn upstream_versions(&self) -> Option<realcluster::Versions> {
+        match &self.server {
+            Server::Dev { .. } => None,
+            Server::Real { cluster, .. } => Some(cluster.versions().clone()),
+        }
+    }
+
+    /// The controllers' requests so far, from the real API server's audit log (`None` on
+    /// devcluster, whose own counters carry the sender).
+    pub fn audit_counts(&self) -> Result<Option<Vec<super::prom::Sample>>, BenchError> {
+        match &self.server {
+            Server::Dev { .. } => Ok(None),
+            Server::Real { audit, .. } => {
+                let mut tally = audit.lock().unwrap_or_else(|e| e.into_inner());
+                tally.read_new()?;
+                Ok(Some(tally.samples()))
+            }
+        }
+    }
+
+    /// The conversion webhook flags of controller `kind`: off on devcluster (it calls no
+    /// webhook); on the real control plane as the release runs them (managed certificates, the
+    /// Secret in the release's namespace), on a loopback port the CRDs name.
+    fn webhook_args(&self, kind: ControllerKind) -> Vec<String> {
+        let Server::Real { webhook_ports, .. } = &self.server else {
+            return vec!["--enable-webhook=false".to_owned()];
+        };
+        let port = webhook_ports
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, port)| *port)
+            .unwrap_or(0);
+        let namespace = realcluster::release_rbac::SYSTEM_NAMESPACE;
+        vec![
+            "--enable-webhook=true".to_owned(),
+            "--manage-webhook-certs=true".to_owned(),
+            "--webhook-host=127.0.0.1".to_owned(),
+            format!("--webhook-port={port}"),
+            format!("--webhook-service-name={}-webhook", kind.name()),
+            format!("--webhook-namespace={namespace}"),
+        ]
+    }
+
+    /// The kubeconfig controller `kind` runs with: devcluster's (admin), or one with a token of
+    /// its own ServiceAccount on the real control plane.
+    fn controller_kubeconfig(&self, kind: ControllerKind) -> &Path {
+        match &self.server {
+            Server::Dev { .. } => &self.kubeconfig,
+            Server::Real {
+                controller_kubeconfigs,
+                ..
+            } => controller_kubeconfigs
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, path)| path.as_path())
+                .unwrap_or(&self.kubeconfig),
+        }
+    }
+
+    /// Installs the agent-sandbox CRDs; on the real control plane with each conversion
+    /// webhook's port, so kube-apiserver reaches the controller serving it.
+    pub async fn install_crds(&self) -> Result<(), BenchError> {
+        let Server::Real { webhook_ports, .. } = &self.server else {
+            return super::workload::install_crds(&self.client).await;
+        };
+        let port = |kind: ControllerKind| {
+            webhook_ports
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, port)| i32::from(*port))
+        };
+        let crds = api_types::core_crds()
+            .into_iter()
+            .map(|crd| (crd, port(ControllerKind::Sandbox)))
+            .chain(
+                api_types::extension_crds()
+                    .into_iter()
+                    .map(|crd| (crd, port(ControllerKind::Extensions))),
+            )
+            .map(|(mut crd, port)| {
+                if let Some(service) = crd
+                    .spec
+                    .conversion
+                    .as_mut()
+                    .and_then(|c| c.webhook.as_mut())
+                    .and_then(|w| w.client_config.as_mut())
+                    .and_then(|c| c.service.as_mut())
+                {
+                    service.port = port;
+                }
+                crd
+            })
+            .collect();
+        super::workload::install_crd_list(&self.client, crds).await
     }
 
     /// Starts both controllers and waits until each answers `/readyz` with 200.
@@ -297,14 +567,28 @@ impl Stack {
         Ok(elapsed)
     }
 
-    /// Fails when devcluster or a controller has exited.
+    /// Fails when the control plane (devcluster or a component of the real one) or a
+    /// controller has exited.
     pub fn check_alive(&mut self) -> Result<(), BenchError> {
-        if let Ok(Some(status)) = self.devcluster.try_wait() {
-            return Err(BenchError::Exited {
-                what: "devcluster".into(),
-                status: status.to_string(),
-                log: self.devcluster_log.clone(),
-            });
+        match &mut self.server {
+            Server::Dev { child, log, .. } => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(BenchError::Exited {
+                        what: "devcluster".into(),
+                        status: status.to_string(),
+                        log: log.clone(),
+                    });
+                }
+            }
+            Server::Real { cluster, .. } => {
+                if let Some(exit) = cluster.exited() {
+                    return Err(BenchError::Exited {
+                        what: exit.component.clone(),
+                        status: format!("{}; last lines:\n{}", exit.status, exit.tail),
+                        log: exit.log.clone(),
+                    });
+                }
+            }
         }
         for controller in &mut self.controllers {
             if let Ok(Some(status)) = controller.child.try_wait() {
@@ -318,14 +602,24 @@ impl Stack {
         Ok(())
     }
 
-    /// Stops every process (SIGKILL: nothing of theirs is kept).
+    /// Stops every process (SIGKILL: nothing of theirs is kept; the real control plane's
+    /// components are stopped by PID after their logs are copied to `dir/cluster-logs`, and its
+    /// data directory is removed).
     pub async fn shutdown(mut self) {
         for controller in &mut self.controllers {
             let _ = controller.child.start_kill();
             let _ = controller.child.wait().await;
         }
-        let _ = self.devcluster.start_kill();
-        let _ = self.devcluster.wait().await;
+        match self.server {
+            Server::Dev { mut child, .. } => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+            }
+            Server::Real { cluster, .. } => {
+                copy_logs(&cluster.logs_dir(), &self.dir.join("cluster-logs"));
+                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+            }
+        }
     }
 
     /// Starts one controller process (not waiting for it), on `ports` (metrics, probes) or
@@ -367,13 +661,15 @@ impl Stack {
             command.env("POD_NAME", instance);
         }
         let child = command
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.controller_kubeconfig(kind).display()
+            ))
             .arg(format!(
                 "--leader-elect={}",
                 self.controller_options.leader_elect
             ))
-            // devcluster calls no conversion webhook.
-            .arg("--enable-webhook=false")
+            .args(self.webhook_args(kind))
             .arg(format!("--metrics-bind-address={metrics_addr}"))
             .arg(format!("--health-probe-bind-address={probe_addr}"))
             .arg(format!("--log-level={}", self.controller_options.log_level))
@@ -445,6 +741,34 @@ pub async fn wait_ready(controller: &mut Controller) -> Result<(), BenchError> {
             });
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Writes `text` to `path`, readable by this user only (a kubeconfig with a token).
+fn write_private(path: &Path, text: &str) -> Result<(), BenchError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|e| BenchError::io("writing", path, e))
+}
+
+/// Copies the real control plane's component logs into the scenario's directory before the
+/// cluster removes its own (best effort: a log that cannot be copied is skipped).
+fn copy_logs(from: &Path, to: &Path) {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
+    if std::fs::create_dir_all(to).is_err() {
+        return;
+    }
+    for entry in entries.flatten() {
+        let _ = std::fs::copy(entry.path(), to.join(entry.file_name()));
     }
 }
 

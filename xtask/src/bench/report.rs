@@ -16,6 +16,8 @@ use super::stats::Percentiles;
 pub struct Report {
     /// Bumped when a key changes meaning or disappears.
     pub schema_version: u32,
+    /// The control plane the scenarios ran on.
+    pub cluster: ClusterInfo,
     /// The command line that produced this report.
     pub command: String,
     pub started_at: String,
@@ -27,6 +29,15 @@ pub struct Report {
     pub machine: Machine,
     /// Scenario name → its figures, in run order.
     pub scenarios: BTreeMap<String, ScenarioReport>,
+}
+
+/// The control plane of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterInfo {
+    /// `devcluster` or `real`.
+    pub kind: super::cluster::ClusterKind,
+    /// The real control plane's releases (Kubernetes, etcd, kwok); `null` on devcluster.
+    pub upstream: Option<Value>,
 }
 
 /// One scenario's figures. Every key is always present; `null` means "does not apply to this
@@ -57,8 +68,9 @@ pub struct ScenarioReport {
     pub cpu_cores: BTreeMap<String, f64>,
     /// Seconds from restarting a SIGKILLed controller to its `/readyz` answering 200.
     pub restart_ready_s: Option<BTreeMap<String, f64>>,
-    /// devcluster's own create throughput measured at the start of this scenario, to read the
-    /// other figures as ratios.
+    /// The server's own create throughput measured at the start of this scenario (devcluster's,
+    /// or kube-apiserver's with `--cluster real`; ConfigMaps with the admin credentials), to read
+    /// the other figures as ratios.
     pub devcluster_writes_per_second: Option<f64>,
     pub machine: Machine,
     pub duration_s: f64,
@@ -164,6 +176,33 @@ pub fn markdown(report: &Report) -> String {
     let m = &report.machine;
     let _ = writeln!(md, "# agent-sandbox benchmark report\n");
     let _ = writeln!(md, "- command: `{}`", report.command);
+    let server = match report.cluster.kind {
+        super::cluster::ClusterKind::Devcluster => {
+            let _ = writeln!(md, "- cluster: devcluster");
+            "devcluster"
+        }
+        super::cluster::ClusterKind::Real => {
+            let versions = report
+                .cluster
+                .upstream
+                .as_ref()
+                .map(|v| {
+                    let s = |k: &str| v[k].as_str().unwrap_or("?").to_owned();
+                    format!(
+                        "Kubernetes {}, etcd {}, kwok {}",
+                        s("kubernetes"),
+                        s("etcd"),
+                        s("kwok")
+                    )
+                })
+                .unwrap_or_else(|| "versions unknown".into());
+            let _ = writeln!(
+                md,
+                "- cluster: **real** control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; {versions}); each controller on a token of its own ServiceAccount"
+            );
+            "kube-apiserver"
+        }
+    };
     let _ = writeln!(
         md,
         "- started: {} (git {}), build profile `{:?}`{}",
@@ -189,7 +228,7 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(md, "- settings: {}\n", settings.join(", "));
     let _ = writeln!(
         md,
-        "| scenario | status | p50 ms | p90 ms | p99 ms | max ms | claims/s | writes/claim (ext / sandbox / total) | RSS MiB (sandbox / ext) | CPU cores (sandbox / ext) | restart to ready s (sandbox / ext) | devcluster creates/s | load avg (start→end) |"
+        "| scenario | status | p50 ms | p90 ms | p99 ms | max ms | claims/s | writes/claim (ext / sandbox / total) | RSS MiB (sandbox / ext) | CPU cores (sandbox / ext) | restart to ready s (sandbox / ext) | {server} creates/s | load avg (start→end) |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     const EXT: &str = "extensions-controller";
@@ -245,6 +284,14 @@ pub fn markdown(report: &Report) -> String {
                 .collect();
             if !writes.is_empty() {
                 let _ = writeln!(md, "- writes by verb and resource: {}", writes.join(", "));
+            }
+            let senders: Vec<String> = requests
+                .writes_by_agent
+                .iter()
+                .map(|(agent, m)| format!("{agent} {}", super::stats::round(m.values().sum(), 2)))
+                .collect();
+            if !senders.is_empty() {
+                let _ = writeln!(md, "- writes by sender: {}", senders.join(", "));
             }
         }
         for chart in &s.charts {

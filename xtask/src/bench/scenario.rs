@@ -1,6 +1,6 @@
 //! The scenarios: what each one sets up, drives and measures. Every scenario runs on a fresh
-//! devcluster with fresh controllers (separate processes), so counters, memory and caches
-//! belong to that scenario alone.
+//! control plane (devcluster, or with `--cluster real` the real one) with fresh controllers
+//! (separate processes), so counters, memory and caches belong to that scenario alone.
 //!
 //! - [`claims`]: `gate`, `saturate`, `cold` (claim latency and throughput)
 //! - [`sustained`]: the `sustained` churn (Poisson arrivals, each claim deleted after Ready; no leaks)
@@ -14,7 +14,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 
-use super::cluster::{Binaries, ControllerKind, ControllerOptions, DevclusterOptions, Stack};
+use super::cluster::{
+    Binaries, ClusterKind, ControllerKind, ControllerOptions, DevclusterOptions, RealOptions, Stack,
+};
 use super::counters;
 use super::error::BenchError;
 use super::proc_stats::{CpuMeter, Machine, rss_mib};
@@ -133,6 +135,21 @@ impl Sizes {
         }
     }
 
+    /// [`Sizes::full`] for `cluster`: on the real control plane `scale` creates 2,000
+    /// Sandboxes instead of 10,000 (each is a Sandbox, a Pod and a Service in etcd, written
+    /// through kube-apiserver's admission and the scheduler on a 2-core machine; `--set
+    /// scale_sandboxes=10000` restores the full size).
+    pub fn full_for(cluster: ClusterKind) -> Self {
+        let full = Sizes::full();
+        match cluster {
+            ClusterKind::Devcluster => full,
+            ClusterKind::Real => Sizes {
+                scale_sandboxes: 2_000,
+                ..full
+            },
+        }
+    }
+
     /// A smoke run of every scenario that finishes in about a minute on 2 cores.
     pub fn quick() -> Self {
         Sizes {
@@ -201,6 +218,8 @@ pub struct Ctx<'a> {
     pub out: &'a Path,
     pub sizes: &'a Sizes,
     pub devcluster: &'a DevclusterOptions,
+    /// Set when the scenarios run on the real control plane instead of devcluster.
+    pub real: Option<&'a RealOptions>,
     pub controllers: &'a ControllerOptions,
     pub ticks_per_second: f64,
     /// Scale factor for every deadline (slow builds and loaded machines).
@@ -215,6 +234,15 @@ impl Ctx<'_> {
 
     fn scenario_dir(&self, name: ScenarioName) -> PathBuf {
         self.out.join(name.key())
+    }
+
+    /// The control plane the scenarios run on.
+    pub fn cluster(&self) -> ClusterKind {
+        if self.real.is_some() {
+            ClusterKind::Real
+        } else {
+            ClusterKind::Devcluster
+        }
     }
 }
 
@@ -243,6 +271,9 @@ pub fn bar(scenario: &str, message: &str, len: u64) -> ProgressBar {
 /// Runs one scenario; a failure is recorded in the returned report, never propagated.
 pub async fn run(name: ScenarioName, ctx: &Ctx<'_>) -> ScenarioReport {
     let description = match name {
+        ScenarioName::Devcluster if ctx.real.is_some() => {
+            "The real control plane alone (the scenario keeps its name): kube-apiserver's ConfigMap creates per second from concurrent writers with the admin credentials (no controllers), the yardstick of the other figures."
+        }
         ScenarioName::Devcluster => {
             "devcluster alone: ConfigMap creates per second from concurrent writers (no controllers)."
         }
@@ -287,14 +318,24 @@ async fn run_inner(
     report: &mut ScenarioReport,
 ) -> Result<(), BenchError> {
     let dir = ctx.scenario_dir(name);
-    let mut stack = Stack::start(ctx.binaries, &dir, ctx.devcluster, ctx.controllers).await?;
+    let mut stack = match ctx.real {
+        None => Stack::start(ctx.binaries, &dir, ctx.devcluster, ctx.controllers).await?,
+        Some(real) => Stack::start_real(ctx.binaries, &dir, real, ctx.controllers).await?,
+    };
+    if let Some(versions) = stack.upstream_versions() {
+        report.detail(
+            "cluster",
+            serde_json::json!({"kind": "real", "kubernetes": versions.kubernetes,
+                               "etcd": versions.etcd, "kwok": versions.kwok}),
+        );
+    }
     let result = async {
         let rate = devcluster_throughput(&stack, ctx, ctx.sizes.devcluster_writers).await?;
         report.devcluster_writes_per_second = Some(round(rate, 1));
         if name == ScenarioName::Devcluster {
             return footprint::devcluster(&stack, ctx, report).await;
         }
-        workload::install_crds(&stack.client).await?;
+        stack.install_crds().await?;
         stack.start_controllers().await.map_err(|e| {
             BenchError::Unavailable(format!(
                 "the controllers are not working, so this scenario cannot run: {e}"
@@ -367,14 +408,25 @@ fn record_rss(stack: &Stack, report: &mut ScenarioReport) {
                 .or_insert(round(mib, 1));
         }
     }
-    if let Some(mib) = rss_mib(stack.devcluster_pid) {
-        report.detail("devcluster_rss_mib", round(mib, 1));
+    let server: std::collections::BTreeMap<String, f64> = stack
+        .server_processes()
+        .into_iter()
+        .filter_map(|(name, pid)| rss_mib(pid).map(|mib| (name, round(mib, 1))))
+        .collect();
+    match stack.cluster_kind() {
+        ClusterKind::Devcluster => {
+            if let Some(mib) = server.get("devcluster") {
+                report.detail("devcluster_rss_mib", mib);
+            }
+        }
+        ClusterKind::Real => report.detail("server_rss_mib", server),
     }
 }
 
 /// What a load phase measures from its start: CPU meters for every process (the controllers,
-/// reported in `cpu_cores`; devcluster and the benchmark client itself, in
-/// `details.cpu_cores_other`, to show whether the server or the load generator was the limit)
+/// reported in `cpu_cores`; devcluster, or each component of the real control plane, and the
+/// benchmark client itself, in `details.cpu_cores_other`, to show whether the server or the
+/// load generator was the limit)
 /// and, in the claim scenarios, the controllers' work-queue depths
 /// (`details.workqueue_depth_max`; not where idle CPU is measured, since each sample is a scrape).
 struct LoadMeters {
@@ -402,17 +454,36 @@ fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> LoadMeters {
             )
         })
         .collect();
-    cpu.push((
-        "devcluster",
-        false,
-        CpuMeter::start(stack.devcluster_pid, ctx.ticks_per_second),
-    ));
+    for (name, pid) in stack.server_processes() {
+        cpu.push((
+            server_process_name(&name),
+            false,
+            CpuMeter::start(pid, ctx.ticks_per_second),
+        ));
+    }
     cpu.push((
         "bench-client",
         false,
         CpuMeter::start(std::process::id(), ctx.ticks_per_second),
     ));
     LoadMeters { cpu, depth: None }
+}
+
+/// The control plane's process names as `'static` keys.
+fn server_process_name(name: &str) -> &'static str {
+    const KNOWN: [&str; 6] = [
+        "devcluster",
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == name)
+        .copied()
+        .unwrap_or("other-control-plane")
 }
 
 fn record_cpu(meters: &LoadMeters, report: &mut ScenarioReport) {
@@ -432,8 +503,8 @@ fn record_cpu(meters: &LoadMeters, report: &mut ScenarioReport) {
     }
 }
 
-/// Waits until the controllers have sent no write for `quiet` (devcluster counters), at most
-/// `timeout`.
+/// Waits until the controllers have sent no write for `quiet` (the server's counters; on the
+/// real control plane without the heartbeats), at most `timeout`.
 async fn wait_quiet(stack: &Stack, quiet: Duration, timeout: Duration) -> Result<(), BenchError> {
     let deadline = Instant::now() + timeout;
     let mut last = counters::snapshot(stack).await?;

@@ -58,23 +58,48 @@ impl Kind {
 
 /// Creates the agent-sandbox CRDs (core and extensions) from the Rust types.
 pub async fn install_crds(client: &kube::Client) -> Result<(), BenchError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api_types::core_crds()
+    let crds = api_types::core_crds()
         .into_iter()
         .chain(api_types::extension_crds())
-    {
+        .collect();
+    install_crd_list(client, crds).await
+}
+
+/// Creates `crds` (the agent-sandbox ones) and waits until their kinds are served.
+pub async fn install_crd_list(
+    client: &kube::Client,
+    crds: Vec<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >,
+) -> Result<(), BenchError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.create(&PostParams::default(), &crd)
             .await
             .map_err(|e| BenchError::kube(format!("creating CRD {name}"), e))?;
     }
-    // devcluster serves a CRD's kinds once the create returns; check one answers.
-    Kind::Claim
-        .api(client)
-        .list(&Default::default())
-        .await
-        .map_err(|e| BenchError::kube("listing SandboxClaims after installing CRDs", e))?;
+    // devcluster serves a CRD's kinds once the create returns, kube-apiserver once the CRD is
+    // Established, a moment later: wait until every kind answers.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for kind in [Kind::Sandbox, Kind::Template, Kind::Pool, Kind::Claim] {
+        loop {
+            match kind.api(client).list(&Default::default()).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(BenchError::kube(
+                        format!(
+                            "listing {} 60 s after installing the CRDs",
+                            kind.resource().plural
+                        ),
+                        e,
+                    ));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
     Ok(())
 }
 

@@ -28,8 +28,10 @@ pub async fn devcluster(
         ),
         report.devcluster_writes_per_second,
     );
-    if let Some(mib) = rss_mib(stack.devcluster_pid) {
-        report.detail("devcluster_rss_mib", round(mib, 1));
+    for (name, pid) in stack.server_processes() {
+        if let Some(mib) = rss_mib(pid) {
+            report.detail(&format!("{name}_rss_mib"), round(mib, 1));
+        }
     }
     Ok(())
 }
