@@ -194,8 +194,8 @@ impl TakeCheck {
 /// from before its deletion, and garbage collection then deleted that member.
 ///
 /// The API server cannot make the Sandbox's patch conditional on the claim (no request spans two
-/// objects), so a delete that reaches the server after this check and before the patch still
-/// wins the race; that window is one request's flight, not the cache's lag.
+/// objects), so a delete that reaches the server after this check and before the patch, or one
+/// the claim watch has not delivered yet, still wins the race (docs/reliability.md).
 pub fn take_check(o: &Observation, current: Option<&SandboxClaim>) -> TakeCheck {
     let Some(current) = current else {
         return TakeCheck::Deleted;
