@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Parser;
 use devcluster::nodes::{Delay, NodeConfig, parse_duration};
@@ -67,9 +66,13 @@ struct Args {
     /// Fault injection: latency added to every request, e.g. `20ms`.
     #[arg(long, default_value = "0")]
     latency: String,
-    /// Fault injection: probability that a watch is closed early (after 1-30 s).
+    /// Fault injection: probability that a watch is closed early (see --watch-close-after).
     #[arg(long, default_value_t = 0.0)]
     watch_close_probability: f64,
+    /// Fault injection: when a watch chosen by --watch-close-probability is closed, from its
+    /// start: `5s`, or a uniform range `1s..30s`.
+    #[arg(long, default_value = "1s..30s")]
+    watch_close_after: String,
 }
 
 fn config_from(args: Args) -> anyhow::Result<devcluster::Config> {
@@ -83,10 +86,14 @@ fn config_from(args: Args) -> anyhow::Result<devcluster::Config> {
         });
     }
     if args.watch_close_probability > 0.0 {
+        let (min_after, max_after) = match Delay::parse(&args.watch_close_after)? {
+            Delay::Fixed(after) => (after, after),
+            Delay::Uniform { min, max } => (min, max),
+        };
         faults.watch_close = Some(WatchClose {
             probability: args.watch_close_probability,
-            min_after: Duration::from_secs(1),
-            max_after: Duration::from_secs(30),
+            min_after,
+            max_after,
         });
     }
     Ok(devcluster::Config {

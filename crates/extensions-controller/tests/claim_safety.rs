@@ -3,9 +3,12 @@
 //! Sandbox; a template whose NetworkPolicy cannot be made hands out no Sandbox; a template with
 //! the longest name the API allows still gets its policy.
 
+use std::time::Duration;
+
 use crate::harness;
 
 use api_types::{Sandbox, SandboxClaim};
+use devcluster::observe::{FaultConfig, FaultRule};
 use e2e_tests::{DEADLINE, wait_for};
 use extensions_controller::Options;
 use harness::{ExtEnv, claim_ready};
@@ -92,6 +95,105 @@ async fn the_deleted_sandbox_of_a_ready_claim_is_reported_not_replaced() {
     let claim = ext.api::<SandboxClaim>().get("kept").await.unwrap();
     assert_eq!(claim_ready(&claim).unwrap().1, "SandboxMissing");
     assert_eq!(ext.pool_members(&pool).await.len(), 2);
+    ext.stop().await;
+}
+
+/// Requests this controller sent to the `sandboxes` main resource with `verb`, answered `code`.
+fn sandbox_requests(ext: &ExtEnv, verb: &str, code: u16) -> u64 {
+    ext.env
+        .cluster
+        .observer()
+        .counts()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == verb
+                && k.resource == "sandboxes"
+                && k.subresource.is_empty()
+                && k.code == code
+                && k.user_agent == harness::USER_AGENT
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Issue 21 item 2 (chaos `churn-fast`): a claim deleted while its take is under way takes
+/// nothing. The adoption patch of the pool's only member is refused (409) and the fresh read of
+/// the member that follows is held for 5 s, while the claim is deleted. A retried patch would
+/// adopt the member for a claim that is gone, and garbage collection would then delete the
+/// member and its Pod; the controller sees the deletion in its cache and leaves the member in
+/// the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_deleted_while_its_take_is_under_way_leaves_the_member_in_the_pool() {
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    let pool = ext.create_pool("pool", "tmpl", 1).await;
+    let ready = ext.wait_pool_ready("pool", 1).await;
+    ext.wait_template_settled("tmpl").await;
+    let members = ext.pool_members(&ready).await;
+    assert_eq!(members.len(), 1);
+    // `sandboxes/`: the main resource only (not the core controller's status writes).
+    let held_read = FaultRule {
+        verbs: vec!["get".into()],
+        resources: vec!["sandboxes/".into()],
+        latency: Duration::from_secs(5),
+        ..FaultRule::default()
+    };
+    let refused_patch = FaultRule {
+        verbs: vec!["patch".into()],
+        resources: vec!["sandboxes/".into()],
+        error_rate: 1.0,
+        error_code: 409,
+        ..FaultRule::default()
+    };
+    let observer = ext.env.cluster.observer();
+    observer
+        .set_faults(FaultConfig {
+            rules: vec![refused_patch, held_read.clone()],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    let claim = ext.create_claim("late", "pool", json!({})).await;
+    let uid = claim.metadata.uid.clone().unwrap();
+    wait_for("the adoption patch refused", DEADLINE, || async {
+        (sandbox_requests(&ext, "patch", 409) > 0).then_some(())
+    })
+    .await;
+    // The controller is now reading the member afresh (held); the claim goes meanwhile.
+    observer
+        .set_faults(FaultConfig {
+            rules: vec![held_read],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    ext.api::<SandboxClaim>()
+        .delete("late", &Default::default())
+        .await
+        .expect("claim deleted");
+    wait_for(
+        "the fresh read of the member answered",
+        DEADLINE,
+        || async { (sandbox_requests(&ext, "get", 200) > 0).then_some(()) },
+    )
+    .await;
+    observer.set_faults(FaultConfig::default()).expect("faults");
+    ext.settle().await;
+    assert!(
+        controlled_by(&ext, &uid).await.is_empty(),
+        "a Sandbox was adopted for the deleted claim: {}",
+        ext.describe_sandboxes().await
+    );
+    let now = ext.pool_members(&pool).await;
+    assert_eq!(
+        now.iter().map(|m| &m.metadata.uid).collect::<Vec<_>>(),
+        members.iter().map(|m| &m.metadata.uid).collect::<Vec<_>>(),
+        "the warm member stays in the pool: {}",
+        ext.describe_sandboxes().await
+    );
+    assert_eq!(
+        sandbox_requests(&ext, "patch", 200),
+        0,
+        "no adoption patch after the claim's deletion"
+    );
     ext.stop().await;
 }
 

@@ -631,69 +631,97 @@ impl Stack {
         ports: Option<(SocketAddr, SocketAddr)>,
         instance: Option<&str>,
     ) -> Result<Controller, BenchError> {
-        let (metrics_addr, probe_addr) = match ports {
-            Some(ports) => ports,
-            None => (free_local_addr()?, free_local_addr()?),
-        };
-        let binary = match kind {
-            ControllerKind::Sandbox => &self.binaries.sandbox_controller,
-            ControllerKind::Extensions => &self.binaries.extensions_controller,
-        };
-        let log = self.dir.join(match instance {
-            Some(instance) => format!("{}-{instance}.log", kind.name()),
-            None => format!("{}.log", kind.name()),
-        });
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| BenchError::io("opening", &log, e))?;
-        let err_file = log_file
-            .try_clone()
-            .map_err(|e| BenchError::io("opening", &log, e))?;
-        let mut command = Command::new(binary);
-        // As the release Deployments run them (deploy/*/deployment.yaml), unless the caller
-        // chose otherwise.
-        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-            command.env("MALLOC_ARENA_MAX", "2");
-        }
-        if let Some(instance) = instance {
-            command.env("POD_NAME", instance);
-        }
-        let child = command
-            .arg(format!(
-                "--kubeconfig={}",
-                self.controller_kubeconfig(kind).display()
-            ))
-            .arg(format!(
-                "--leader-elect={}",
-                self.controller_options.leader_elect
-            ))
-            .args(self.webhook_args(kind))
-            .arg(format!("--metrics-bind-address={metrics_addr}"))
-            .arg(format!("--health-probe-bind-address={probe_addr}"))
-            .arg(format!("--log-level={}", self.controller_options.log_level))
-            .args(match kind {
-                ControllerKind::Sandbox => &self.controller_options.sandbox_args,
-                ControllerKind::Extensions => &self.controller_options.extensions_args,
-            })
-            .stdout(Stdio::from(log_file))
-            .stderr(Stdio::from(err_file))
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| BenchError::Process {
-                what: format!("starting {}", binary.display()),
-                source,
-            })?;
-        Ok(Controller {
+        spawn_controller(
+            &ControllerSpawn {
+                binaries: &self.binaries,
+                dir: &self.dir,
+                kubeconfig: self.controller_kubeconfig(kind),
+                webhook_args: &self.webhook_args(kind),
+                options: &self.controller_options,
+            },
             kind,
-            pid: child.id().unwrap_or(0),
-            child,
-            metrics_addr,
-            probe_addr,
-            log,
-        })
+            ports,
+            instance,
+        )
     }
+}
+
+/// What every controller process of a run shares: the binaries, the directory of the logs,
+/// the kubeconfig and the options.
+pub struct ControllerSpawn<'a> {
+    pub binaries: &'a Binaries,
+    pub dir: &'a Path,
+    pub kubeconfig: &'a Path,
+    /// How the controller serves its conversion webhook (`--enable-webhook=false` where no
+    /// API server calls it).
+    pub webhook_args: &'a [String],
+    pub options: &'a ControllerOptions,
+}
+
+/// Starts one controller process (see [`Stack::spawn_controller`]) with `spawn`'s kubeconfig:
+/// devcluster's admin one, or on the real control plane the controller's ServiceAccount's.
+pub fn spawn_controller(
+    spawn: &ControllerSpawn<'_>,
+    kind: ControllerKind,
+    ports: Option<(SocketAddr, SocketAddr)>,
+    instance: Option<&str>,
+) -> Result<Controller, BenchError> {
+    let (metrics_addr, probe_addr) = match ports {
+        Some(ports) => ports,
+        None => (free_local_addr()?, free_local_addr()?),
+    };
+    let binary = match kind {
+        ControllerKind::Sandbox => &spawn.binaries.sandbox_controller,
+        ControllerKind::Extensions => &spawn.binaries.extensions_controller,
+    };
+    let log = spawn.dir.join(match instance {
+        Some(instance) => format!("{}-{instance}.log", kind.name()),
+        None => format!("{}.log", kind.name()),
+    });
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| BenchError::io("opening", &log, e))?;
+    let err_file = log_file
+        .try_clone()
+        .map_err(|e| BenchError::io("opening", &log, e))?;
+    let mut command = Command::new(binary);
+    // As the release Deployments run them (deploy/*/deployment.yaml), unless the caller
+    // chose otherwise.
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        command.env("MALLOC_ARENA_MAX", "2");
+    }
+    if let Some(instance) = instance {
+        command.env("POD_NAME", instance);
+    }
+    let child = command
+        .arg(format!("--kubeconfig={}", spawn.kubeconfig.display()))
+        .arg(format!("--leader-elect={}", spawn.options.leader_elect))
+        .args(spawn.webhook_args)
+        .arg(format!("--metrics-bind-address={metrics_addr}"))
+        .arg(format!("--health-probe-bind-address={probe_addr}"))
+        .arg(format!("--log-level={}", spawn.options.log_level))
+        .args(match kind {
+            ControllerKind::Sandbox => &spawn.options.sandbox_args,
+            ControllerKind::Extensions => &spawn.options.extensions_args,
+        })
+        .stdout(Stdio::from(log_file))
+        .stderr(Stdio::from(err_file))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| BenchError::Process {
+            what: format!("starting {}", binary.display()),
+            source,
+        })?;
+    Ok(Controller {
+        kind,
+        pid: child.id().unwrap_or(0),
+        child,
+        metrics_addr,
+        probe_addr,
+        log,
+    })
 }
 
 impl Controller {

@@ -76,9 +76,13 @@ pub async fn install_crd_list(
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        api.create(&PostParams::default(), &crd)
-            .await
-            .map_err(|e| BenchError::kube(format!("creating CRD {name}"), e))?;
+        match api.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            // Created by an earlier attempt whose check below came too early (a real
+            // kube-apiserver serves a CRD's kinds a moment after the create returns).
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(BenchError::kube(format!("creating CRD {name}"), e)),
+        }
     }
     // devcluster serves a CRD's kinds once the create returns, kube-apiserver once the CRD is
     // Established, a moment later: wait until every kind answers.

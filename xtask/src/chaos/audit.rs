@@ -81,9 +81,21 @@ impl Request {
     }
 }
 
-/// Reads the log's requests, in the order the server received them.
+/// Reads the log's requests, in the order the server received them. kube-apiserver logs a
+/// watch twice (`ResponseStarted`, `ResponseComplete`) under one `auditID`: each request counts
+/// once.
 pub fn read(text: &str) -> Vec<Request> {
-    let mut requests: Vec<Request> = text.lines().filter_map(Request::parse).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut requests: Vec<Request> = text
+        .lines()
+        .filter(|line| {
+            let id = serde_json::from_str::<Value>(line)
+                .ok()
+                .and_then(|v| v["auditID"].as_str().map(str::to_owned));
+            id.is_none_or(|id| seen.insert(id))
+        })
+        .filter_map(Request::parse)
+        .collect();
     requests.sort_by(|a, b| a.received.total_cmp(&b.received));
     requests
 }
@@ -202,12 +214,71 @@ pub fn takes(log: &str) -> Vec<Take> {
         .collect()
 }
 
+/// The takes an extensions-controller log says it abandoned (`take abandoned`: the claim was
+/// deleted or changed right before the request).
+pub fn abandoned_takes(log: &str) -> usize {
+    log.lines()
+        .filter(|line| {
+            serde_json::from_str::<Value>(line)
+                .is_ok_and(|v| v["message"].as_str() == Some("take abandoned"))
+        })
+        .count()
+}
+
 /// Watches of `binary` the server accepted (each reopened watch counts once more).
 pub fn watches_opened(requests: &[Request], binary: &str) -> usize {
     requests
         .iter()
         .filter(|r| r.verb == "watch" && r.is_success() && r.binary() == binary)
         .count()
+}
+
+/// The watches of one resource one replica opened (each reopen after a close counts once more).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchStream {
+    pub binary: String,
+    pub sender: String,
+    /// `resource` or `resource in namespace`.
+    pub resource: String,
+    pub opened: usize,
+}
+
+impl std::fmt::Display for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}) watch {} opened {} time(s)",
+            self.binary, self.sender, self.resource, self.opened
+        )
+    }
+}
+
+/// The watch streams of `binary` the server accepted, by replica and resource: a stream opened
+/// more than once was closed (by the server or its client) and reopened.
+pub fn watch_streams(requests: &[Request], binary: &str) -> Vec<WatchStream> {
+    let mut streams: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in requests
+        .iter()
+        .filter(|r| r.verb == "watch" && r.is_success() && r.binary() == binary)
+    {
+        let resource = if r.namespace.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{} in {}", r.resource, r.namespace)
+        };
+        *streams
+            .entry((r.sender().to_owned(), resource))
+            .or_default() += 1;
+    }
+    streams
+        .into_iter()
+        .map(|((sender, resource), opened)| WatchStream {
+            binary: binary.to_owned(),
+            sender,
+            resource,
+            opened,
+        })
+        .collect()
 }
 
 /// Faults the server injected into requests of `binary`.
@@ -355,6 +426,31 @@ mod tests {
     }
 
     #[test]
+    fn a_request_logged_at_two_stages_counts_once() {
+        let staged = |stage: &str, id: &str| {
+            let mut v: Value = serde_json::from_str(&line(
+                "2026-01-01T00:00:01Z",
+                "watch",
+                A,
+                "sandboxes",
+                "",
+                200,
+            ))
+            .unwrap();
+            v["stage"] = Value::from(stage);
+            v["auditID"] = Value::from(id);
+            v.to_string()
+        };
+        let log = [
+            staged("ResponseStarted", "a"),
+            staged("ResponseComplete", "a"),
+            staged("ResponseStarted", "b"),
+        ]
+        .join("\n");
+        assert_eq!(watches_opened(&read(&log), "extensions-controller"), 2);
+    }
+
+    #[test]
     fn only_accepted_watches_of_the_binary_count_as_opened() {
         const CORE: &str = "sandbox-controller/v0.1.0 (core-1_3)";
         let log = [
@@ -368,6 +464,18 @@ mod tests {
         let requests = read(&log);
         assert_eq!(watches_opened(&requests, "extensions-controller"), 2);
         assert_eq!(watches_opened(&requests, "sandbox-controller"), 1);
+        let streams = watch_streams(&requests, "extensions-controller");
+        assert_eq!(streams.len(), 1);
+        assert_eq!(
+            streams[0].to_string(),
+            "extensions-controller (pod-a_1) watch sandboxes in ns opened 2 time(s)"
+        );
+        let core = watch_streams(&requests, "sandbox-controller");
+        assert_eq!(core.len(), 1);
+        assert_eq!(
+            (core[0].resource.as_str(), core[0].opened),
+            ("pods in ns", 1)
+        );
     }
 
     #[test]
@@ -376,9 +484,11 @@ mod tests {
             r#"{"message":"adopted warm pool Sandbox","sandbox":"default/pool-x","claim.resource_version":"41","span":{"claim":"default/c1"}}"#,
             r#"{"message":"created cold Sandbox","sandbox":"default/c2","claim.resource_version":"7","span":{"claim":"default/c2"}}"#,
             r#"{"message":"something else","sandbox":"default/pool-y","span":{"claim":"default/c3"}}"#,
+            r#"{"message":"take abandoned","sandbox":"default/pool-z","reason":"the claim was deleted","span":{"claim":"default/c4"}}"#,
             "not json",
         ]
         .join("\n");
+        assert_eq!(abandoned_takes(&log), 1);
         assert_eq!(
             takes(&log),
             vec![

@@ -57,9 +57,12 @@ impl Experiment {
 
     fn lab(self) -> LabOptions {
         match self {
+            // Every watch is closed 1-4 s after it opens: each controller watch is closed and
+            // reopened several times even in a quick run.
             Experiment::ApiFaults => LabOptions {
                 error_rate: 0.1,
-                watch_close_probability: 0.3,
+                watch_close_probability: 1.0,
+                watch_close_after: Some(WATCH_CLOSE_AFTER),
                 ..LabOptions::default()
             },
             Experiment::LeaderPause => LabOptions {
@@ -75,6 +78,7 @@ impl Experiment {
 /// What one experiment gets from the run.
 pub struct Ctx<'a> {
     pub binaries: &'a Binaries,
+    pub cluster: super::ClusterKind,
     pub dir: PathBuf,
     pub sizes: Sizes,
     pub seed: u64,
@@ -82,6 +86,8 @@ pub struct Ctx<'a> {
 }
 
 const TEMPLATE: &str = "chaos-template";
+/// When `api-faults` has devcluster close each watch, from its start.
+const WATCH_CLOSE_AFTER: &str = "1s..4s";
 const POOL: &str = "chaos-pool";
 /// The extensions controller's Lease, in devcluster's default Lease namespace.
 const LEASE_NAMESPACE: &str = "agent-sandbox-system";
@@ -102,7 +108,7 @@ pub async fn run(experiment: Experiment, ctx: &Ctx<'_>) -> Outcome {
         outcome.error = Some(format!("creating {}: {error}", ctx.dir.display()));
         return outcome;
     }
-    match Lab::start(ctx.binaries, &ctx.dir, &experiment.lab()).await {
+    match Lab::start(ctx.binaries, &ctx.dir, ctx.cluster, &experiment.lab()).await {
         Ok(mut lab) => {
             if let Err(error) = drive(experiment, ctx, &mut lab, &mut outcome).await {
                 outcome.error = Some(error.to_string());
@@ -240,6 +246,7 @@ async fn drive(
         history.decided(&claim, &sandbox, version);
     }
     outcome.takes_raced_deletion = history.raced_deletion();
+    outcome.takes_abandoned = lab.abandoned_takes();
     outcome.violations.extend(history.violations());
     outcome.events = history.events();
     outcome.claims_bound = history.claims_bound();
@@ -250,6 +257,16 @@ async fn drive(
         + audit::injected_faults(&requests, "sandbox-controller");
     outcome.watches_opened = audit::watches_opened(&requests, "extensions-controller")
         + audit::watches_opened(&requests, "sandbox-controller");
+    let streams: Vec<audit::WatchStream> = ["extensions-controller", "sandbox-controller"]
+        .into_iter()
+        .flat_map(|binary| audit::watch_streams(&requests, binary))
+        .collect();
+    outcome.watches_reopened = streams.iter().map(|s| s.opened.saturating_sub(1)).sum();
+    outcome.watches_never_reopened = streams
+        .iter()
+        .filter(|s| s.opened < 2)
+        .map(|s| s.to_string())
+        .collect();
     outcome.lease_takeovers = audit::takeovers(&requests).len();
     for late in audit::writes_after_lost_lease(&requests) {
         outcome.violations.push(Violation {
@@ -275,8 +292,18 @@ pub fn not_exercised(experiment: Experiment, o: &Outcome) -> Vec<Violation> {
     }
     match experiment {
         Experiment::KillStorm if o.kills == 0 => missing.push("no controller was killed".into()),
-        Experiment::ApiFaults if o.faults_injected == 0 => {
-            missing.push("no fault was injected into the controllers' requests".into());
+        Experiment::ApiFaults => {
+            if o.faults_injected == 0 {
+                missing.push("no fault was injected into the controllers' requests".into());
+            }
+            if o.watches_reopened == 0 {
+                missing.push("no controller watch was closed and reopened".into());
+            } else if !o.watches_never_reopened.is_empty() {
+                missing.push(format!(
+                    "controller watches never closed and reopened: {}",
+                    o.watches_never_reopened.join(", ")
+                ));
+            }
         }
         Experiment::LeaderPause => {
             if o.pauses == 0 {
@@ -889,6 +916,8 @@ mod tests {
             kills: 2,
             pauses: 1,
             faults_injected: 7,
+            watches_opened: 12,
+            watches_reopened: 6,
             lease_takeovers: 1,
             takeover_s: vec![15.2],
             convergence_s: Some(1.0),
@@ -907,9 +936,13 @@ mod tests {
     #[test]
     fn an_experiment_that_disturbed_nothing_is_a_failure() {
         type Change = fn(&mut Outcome);
-        let cases: [(Experiment, Change); 6] = [
+        let cases: [(Experiment, Change); 8] = [
             (Experiment::KillStorm, |o| o.kills = 0),
             (Experiment::ApiFaults, |o| o.faults_injected = 0),
+            (Experiment::ApiFaults, |o| o.watches_reopened = 0),
+            (Experiment::ApiFaults, |o| {
+                o.watches_never_reopened = vec!["extensions-controller (ext-1) watch pods".into()]
+            }),
             (Experiment::LeaderPause, |o| o.pauses = 0),
             (Experiment::LeaderPause, |o| o.lease_takeovers = 0),
             (Experiment::LeaderPause, |o| o.takeover_s.clear()),

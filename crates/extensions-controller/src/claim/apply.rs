@@ -4,7 +4,9 @@
 //! 1. the older release's per-claim NetworkPolicy, if any (delete; errors only logged);
 //! 2. the Sandbox step: the guarded adoption patch of a warm member (candidates in turn), or the
 //!    cold Sandbox's create, or the metadata sync patch of a bound Sandbox, or the Retain
-//!    expiry's delete; or the claim's own deletion at a Delete expiry;
+//!    expiry's delete; or the claim's own deletion at a Delete expiry. A take (adoption patch,
+//!    cold create) is sent only while the cache still holds the claim it was decided on
+//!    ([`take_check`], right before each request); otherwise the pass ends there;
 //! 3. the claim's annotation stamp (`sandbox-name`, `controller-first-observed-at`, the trace
 //!    context, `claim-first-ready-at`), before the status that makes it Ready;
 //! 4. the claim's status, guarded by the resourceVersion the pass worked from;
@@ -40,7 +42,7 @@ use super::candidate::{PoolRef, is_member};
 use super::observe::{MAX_ADOPTION_ATTEMPTS, Observation};
 use super::plan::{
     Adopt, ClaimEvent, Fallback, FirstReady, How, Outcome, Plan, STALE_RECHECK, SandboxStep, Step,
-    cold, launch_type_of, metadata_failure, report, template_of,
+    TakeCheck, cold, launch_type_of, metadata_failure, report, take_check, template_of,
 };
 use super::pod_metadata::claim_created_by;
 use super::status::Failure;
@@ -74,7 +76,13 @@ pub async fn apply(
         Step::DeleteClaim { foreground } => return writer.delete_claim(foreground).await,
         Step::Sandbox(step) => step,
     };
-    let outcome = writer.sandbox_step(step).await?;
+    let outcome = match writer.sandbox_step(step).await? {
+        Stepped::Done(outcome) => outcome,
+        // Nothing was taken and nothing more is written: the claim's deletion (or its new
+        // version) starts the pass that acts on it.
+        Stepped::Abandoned(TakeCheck::Changed) => return Ok(Action::requeue(STALE_RECHECK)),
+        Stepped::Abandoned(_) => return Ok(Action::await_change()),
+    };
     let report = report(o, &outcome, &ctx.claim.settings, Timestamp::now());
     if let Some(after) = report
         .requeue
@@ -137,6 +145,22 @@ pub async fn apply(
         writer.event(event).await;
     }
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// How the Sandbox step ended.
+enum Stepped {
+    Done(Outcome),
+    /// A take was not sent: the cache showed the claim deleted or changed right before it
+    /// (see [`take_check`]).
+    Abandoned(TakeCheck),
+}
+
+/// How the warm path ended.
+enum Taken {
+    Done(Outcome),
+    /// No candidate was taken.
+    None,
+    Abandoned(TakeCheck),
 }
 
 /// How a guarded status write ended.
@@ -241,22 +265,45 @@ impl Writer<'_> {
         }
     }
 
-    async fn sandbox_step(&self, step: SandboxStep) -> Result<Outcome, Error> {
+    async fn sandbox_step(&self, step: SandboxStep) -> Result<Stepped, Error> {
         match step {
-            SandboxStep::Settled(outcome) => Ok(outcome),
-            SandboxStep::Sync { sandbox, patch } => self.sync(&sandbox, &patch).await,
+            SandboxStep::Settled(outcome) => Ok(Stepped::Done(outcome)),
+            SandboxStep::Sync { sandbox, patch } => {
+                self.sync(&sandbox, &patch).await.map(Stepped::Done)
+            }
             SandboxStep::Adopt(adopt) => match self.adopt(&adopt).await? {
-                Some(outcome) => Ok(outcome),
-                None => match adopt.otherwise {
-                    Fallback::Wait(after) => Ok(Outcome::Wait(after)),
+                Taken::Done(outcome) => Ok(Stepped::Done(outcome)),
+                Taken::Abandoned(check) => Ok(Stepped::Abandoned(check)),
+                Taken::None => match adopt.otherwise {
+                    Fallback::Wait(after) => Ok(Stepped::Done(Outcome::Wait(after))),
                     Fallback::Cold => {
                         Box::pin(self.sandbox_step(cold(self.o, &self.ctx.claim.settings))).await
                     }
                 },
             },
             SandboxStep::Create { sandbox, pool } => self.create(*sandbox, pool).await,
-            SandboxStep::DeleteExpired(sandbox) => self.delete_expired(sandbox).await,
+            SandboxStep::DeleteExpired(sandbox) => {
+                self.delete_expired(sandbox).await.map(Stepped::Done)
+            }
         }
+    }
+
+    /// [`take_check`] against the claim in the cache now; logs a take it stops.
+    fn may_take(&self, sandbox: &str) -> TakeCheck {
+        let current =
+            self.ctx.stores.claims.get(
+                &kube::runtime::reflector::ObjectRef::new(&self.o.name).within(&self.o.namespace),
+            );
+        let check = take_check(self.o, current.as_deref());
+        if check != TakeCheck::Send {
+            tracing::info!(
+                sandbox = %self.key(sandbox),
+                claim.resource_version = self.claim_version(),
+                reason = check.reason(),
+                "take abandoned"
+            );
+        }
+        check
     }
 
     async fn sync(&self, sb: &Arc<Sandbox>, patch: &serde_json::Value) -> Result<Outcome, Error> {
@@ -281,8 +328,8 @@ impl Writer<'_> {
         }
     }
 
-    /// The warm path; `None` when no candidate was taken.
-    async fn adopt(&self, adopt: &Adopt) -> Result<Option<Outcome>, Error> {
+    /// The warm path.
+    async fn adopt(&self, adopt: &Adopt) -> Result<Taken, Error> {
         let state = &self.ctx.claim;
         let pool_ref = PoolRef {
             namespace: &self.o.namespace,
@@ -311,9 +358,16 @@ impl Writer<'_> {
                     Ok(None) => break,
                     Err(e) => {
                         state.reservations.release(&key);
-                        return Ok(Some(Outcome::Failed(metadata_failure(e))));
+                        return Ok(Taken::Done(Outcome::Failed(metadata_failure(e))));
                     }
                 };
+                // Right before the patch leaves, after every await of this pass (the legacy
+                // policy's delete, earlier candidates, the fresh read).
+                let check = self.may_take(&sb_name);
+                if check != TakeCheck::Send {
+                    state.reservations.release(&key);
+                    return Ok(Taken::Abandoned(check));
+                }
                 let write = tracing::info_span!(
                     "adoptSandbox",
                     sandbox.name = %sb_name,
@@ -348,7 +402,7 @@ impl Writer<'_> {
                             claim.resource_version = self.claim_version(),
                             "adopted warm pool Sandbox"
                         );
-                        return Ok(Some(Outcome::Bound {
+                        return Ok(Taken::Done(Outcome::Bound {
                             sandbox: Arc::new(adopted),
                             how: How::Adopted { pool, was_ready },
                         }));
@@ -386,11 +440,15 @@ impl Writer<'_> {
             }
             state.reservations.release(&key);
         }
-        Ok(None)
+        Ok(Taken::None)
     }
 
-    async fn create(&self, sandbox: Sandbox, pool: String) -> Result<Outcome, Error> {
+    async fn create(&self, sandbox: Sandbox, pool: String) -> Result<Stepped, Error> {
         let name = sandbox.metadata.name.clone().unwrap_or_default();
+        let check = self.may_take(&name);
+        if check != TakeCheck::Send {
+            return Ok(Stepped::Abandoned(check));
+        }
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -419,19 +477,19 @@ impl Writer<'_> {
                     claim.resource_version = self.claim_version(),
                     "created cold Sandbox"
                 );
-                Ok(Outcome::Bound {
+                Ok(Stepped::Done(Outcome::Bound {
                     sandbox: Arc::new(created),
                     how: How::Created { pool },
-                })
+                }))
             }
             Err(e) if is_already_exists(&e) => {
                 write.record("error.reason", "AlreadyExists");
-                Ok(Outcome::Failed(Failure::CreatePending))
+                Ok(Stepped::Done(Outcome::Failed(Failure::CreatePending)))
             }
             Err(e) => {
                 write.record("error.reason", "APIError");
-                Ok(Outcome::Failed(Failure::Reconciler(format!(
-                    "sandbox create error: {e}"
+                Ok(Stepped::Done(Outcome::Failed(Failure::Reconciler(
+                    format!("sandbox create error: {e}"),
                 ))))
             }
         }

@@ -59,6 +59,9 @@ pub struct Observation {
     /// The claim as the pass sees it: the cached object, or the response to this process' last
     /// write when the cache has not caught up with it (`claim::ledger`).
     pub claim: Arc<SandboxClaim>,
+    /// The claim's resourceVersion in the cache when the pass started (`claim` may be newer):
+    /// with `claim`'s, the versions a take may still be sent on (see [`super::plan::take_check`]).
+    pub cached_version: Option<String>,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -172,6 +175,7 @@ pub fn observe(
         template,
         now,
         claim: claim.clone(),
+        cached_version: cached.metadata.resource_version.clone(),
         namespace,
         name,
         uid,

@@ -160,6 +160,60 @@ pub enum How {
     Created { pool: String },
 }
 
+/// Whether a take planned from an observation (a warm member's adoption patch, a cold
+/// Sandbox's create) may still be sent, from the claim as the cache holds it right before the
+/// request leaves (see [`take_check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakeCheck {
+    /// The claim is as the pass saw it: send.
+    Send,
+    /// The claim is gone from the cache (or a namesake with another UID took its place), or its
+    /// deletion has begun: take nothing; its deletion's pass forgets it.
+    Deleted,
+    /// The claim changed since the pass read it: take nothing now, plan again from the new
+    /// version ([`STALE_RECHECK`]).
+    Changed,
+}
+
+impl TakeCheck {
+    /// For the log.
+    pub fn reason(self) -> &'static str {
+        match self {
+            TakeCheck::Send => "send",
+            TakeCheck::Deleted => "the claim was deleted",
+            TakeCheck::Changed => "the claim changed",
+        }
+    }
+}
+
+/// Re-checks a take decided on `o` against `current`, the claim as the cache holds it now:
+/// called right before each adoption patch and each cold create, so a deletion (or any change)
+/// the watch delivered while the pass was deciding, or while it waited on a request (the legacy
+/// policy's delete, a fresh read after a 409, an earlier candidate), stops the take. Issue 21
+/// item 2: a claim deleted 0-60 ms after its creation had a warm member adopted on the version
+/// from before its deletion, and garbage collection then deleted that member.
+///
+/// The API server cannot make the Sandbox's patch conditional on the claim (no request spans two
+/// objects), so a delete that reaches the server after this check and before the patch, or one
+/// the claim watch has not delivered yet, still wins the race (docs/reliability.md).
+pub fn take_check(o: &Observation, current: Option<&SandboxClaim>) -> TakeCheck {
+    let Some(current) = current else {
+        return TakeCheck::Deleted;
+    };
+    let meta = &current.metadata;
+    if meta.uid.as_deref() != Some(o.uid.as_str()) || meta.deletion_timestamp.is_some() {
+        return TakeCheck::Deleted;
+    }
+    let version = meta.resource_version.as_deref();
+    if version == o.claim.metadata.resource_version.as_deref()
+        || version == o.cached_version.as_deref()
+    {
+        TakeCheck::Send
+    } else {
+        TakeCheck::Changed
+    }
+}
+
 fn plan_of(why: &'static str, o: &Observation, step: Step) -> Plan {
     Plan {
         why,

@@ -123,6 +123,7 @@ fn observation(claim: SandboxClaim) -> Observation {
         namespace: "ns".into(),
         name: claim.metadata.name.clone().unwrap(),
         uid: claim.metadata.uid.clone().unwrap(),
+        cached_version: claim.metadata.resource_version.clone(),
         claim: Arc::new(claim),
         now: at(CREATED + 1),
         first_seen: at(CREATED) + SignedDuration::from_millis(300),
@@ -187,6 +188,50 @@ fn a_claim_being_deleted_plans_nothing_and_is_forgotten() {
         ),
         "{p:?}"
     );
+}
+
+/// Issue 21 item 2: a take decided on a claim is sent only while the cache still holds that
+/// claim, undeleted and unchanged (the versions the pass worked from).
+#[test]
+fn a_take_is_sent_only_while_the_cache_holds_the_claim_it_was_decided_on() {
+    let mut o = observation(claim());
+    o.candidates = vec![member("pool-a")];
+    assert!(matches!(
+        plan(&o, &settings()).step,
+        Step::Sandbox(SandboxStep::Adopt(_))
+    ));
+    let same = claim();
+    assert_eq!(take_check(&o, Some(&same)), TakeCheck::Send);
+
+    assert_eq!(
+        take_check(&o, None),
+        TakeCheck::Deleted,
+        "gone from the cache"
+    );
+    let mut deleting = claim();
+    deleting.metadata.resource_version = Some("8".into());
+    deleting.metadata.deletion_timestamp = Some(Time(at(CREATED + 1)));
+    assert_eq!(take_check(&o, Some(&deleting)), TakeCheck::Deleted);
+    let mut namesake = claim();
+    namesake.metadata.uid = Some("another-uid".into());
+    assert_eq!(
+        take_check(&o, Some(&namesake)),
+        TakeCheck::Deleted,
+        "a namesake is another claim"
+    );
+    let mut changed = claim();
+    changed.metadata.resource_version = Some("9".into());
+    assert_eq!(take_check(&o, Some(&changed)), TakeCheck::Changed);
+
+    // The pass worked from this process' last write (version 8) while the cache held 7: both
+    // are the claim the take was decided on.
+    let mut written = claim();
+    written.metadata.resource_version = Some("8".into());
+    let mut o = observation(written.clone());
+    o.cached_version = Some("7".into());
+    assert_eq!(take_check(&o, Some(&claim())), TakeCheck::Send);
+    assert_eq!(take_check(&o, Some(&written)), TakeCheck::Send);
+    assert_eq!(take_check(&o, Some(&changed)), TakeCheck::Changed);
 }
 
 #[test]
