@@ -26,6 +26,7 @@ pub mod error;
 pub mod pki;
 pub mod process;
 pub mod provisioner;
+pub mod release_rbac;
 pub mod sweep;
 pub mod upstream;
 
