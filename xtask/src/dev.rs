@@ -250,12 +250,16 @@ async fn start(
     if !args.no_controllers {
         packages.extend(["sandbox-controller", "extensions-controller"]);
     }
-    step(&format!(
-        "building {} ({profile}); cargo reports its progress",
-        packages.join(", ")
-    ));
     let build_started = Instant::now();
-    build(&root, &packages, args.release).await?;
+    // Nothing to build with `--cluster real --no-controllers` (and `cargo build` without a
+    // package would build the whole workspace).
+    if !packages.is_empty() {
+        step(&format!(
+            "building {} ({profile}); cargo reports its progress",
+            packages.join(", ")
+        ));
+        build(&root, &packages, args.release).await?;
+    }
     let build_time = build_started.elapsed();
     let bin_dir = target_dir().join(profile);
 
