@@ -1,7 +1,9 @@
 //! `cargo xtask dev`: agent-sandbox on a laptop in one command.
 //!
 //! Builds `devcluster` and both controllers, starts devcluster (a local Kubernetes API server
-//! with simulated nodes), applies the CRDs from `deploy/crds/` and the quickstart template and
+//! with simulated nodes; with `--cluster real`, the real control plane of `cargo xtask cluster`
+//! instead, with the release's ServiceAccounts and RBAC, each controller running with a token of
+//! its own ServiceAccount), applies the CRDs from `deploy/crds/` and the quickstart template and
 //! warm pool from `examples/quickstart/`, starts `sandbox-controller` and
 //! `extensions-controller` against it, waits until the pool's sandboxes are Ready and prints
 //! the kubeconfig, what to try next and where the logs are. Ctrl-C stops every process it
@@ -23,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::dev::banner::{Banner, Phase};
@@ -41,9 +43,26 @@ pub const QUICKSTART_NAMESPACE: &str = "default";
 /// The line printed once everything is up (tests wait for it).
 pub const READY_LINE: &str = "agent-sandbox is ready";
 
+/// The control plane `cargo xtask dev` runs the demo on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ControlPlane {
+    /// devcluster: our API server with simulated nodes (nothing to install beyond Rust).
+    #[default]
+    Devcluster,
+    /// The real control plane of `cargo xtask cluster` (etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler, kwok; built with Go on first use).
+    Real,
+}
+
 /// Arguments of `cargo xtask dev`.
 #[derive(Debug, Args)]
 pub struct DevArgs {
+    /// Where to run: `devcluster`, or `real` (a real control plane, built with Go on first use;
+    /// each controller runs with a token of its own ServiceAccount from the release manifests,
+    /// never as admin). See docs/cluster.md.
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = ControlPlane::Devcluster)]
+    pub cluster: ControlPlane,
+
     /// Build and run optimized binaries (slower first build).
     #[arg(long)]
     pub release: bool,
@@ -116,6 +135,9 @@ pub enum DevError {
     /// Signal handlers could not be installed.
     #[error("could not install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    /// The real control plane could not start, or a step on it failed.
+    #[error("real control plane: {0}")]
+    Real(#[from] realcluster::Error),
 }
 
 /// Entry point for `main.rs`: runs `cargo xtask dev` and maps the outcome to an exit code
@@ -223,21 +245,30 @@ async fn start(
     })?;
     claim_dir(&dir)?;
     let profile = if args.release { "release" } else { "debug" };
-    let mut packages = vec!["devcluster"];
+    let real = args.cluster == ControlPlane::Real;
+    let mut packages = if real { vec![] } else { vec!["devcluster"] };
     if !args.no_controllers {
         packages.extend(["sandbox-controller", "extensions-controller"]);
     }
-    step(&format!(
-        "building {} ({profile}); cargo reports its progress",
-        packages.join(", ")
-    ));
     let build_started = Instant::now();
-    build(&root, &packages, args.release).await?;
+    // Nothing to build with `--cluster real --no-controllers` (and `cargo build` without a
+    // package would build the whole workspace).
+    if !packages.is_empty() {
+        step(&format!(
+            "building {} ({profile}); cargo reports its progress",
+            packages.join(", ")
+        ));
+        build(&root, &packages, args.release).await?;
+    }
     let build_time = build_started.elapsed();
     let bin_dir = target_dir().join(profile);
 
     let kubeconfig = dir.join("kubeconfig");
-    let client = start_devcluster(running, &bin_dir, &dir, &kubeconfig).await?;
+    let client = if real {
+        start_real_cluster(running, &kubeconfig).await?
+    } else {
+        start_devcluster(running, &bin_dir, &dir, &kubeconfig).await?
+    };
 
     step("applying deploy/crds/ and the quickstart template and warm pool");
     let crd_files = yaml_files(&root.join("deploy").join("crds"))?;
@@ -259,6 +290,16 @@ async fn start(
     let warm_pool = quickstart.join("warmpool.yaml");
     cluster::apply_files(&client, &[template.as_path(), warm_pool.as_path()]).await?;
 
+    // Each controller's kubeconfig: on the real control plane its own ServiceAccount's (written
+    // with --no-controllers too, for the commands the banner prints), else devcluster's.
+    let mut controller_kubeconfigs = Vec::new();
+    for account in &realcluster::release_rbac::CONTROLLERS {
+        controller_kubeconfigs.push(match running.real() {
+            Some(cluster) => service_account_kubeconfig(cluster, account, &dir).await?,
+            None => kubeconfig.clone(),
+        });
+    }
+
     if !args.no_controllers {
         let mut env = Vec::new();
         if args.traces {
@@ -271,13 +312,17 @@ async fn start(
             *traces = Some(viewer);
         }
         step("starting sandbox-controller and extensions-controller");
-        for name in ["sandbox-controller", "extensions-controller"] {
+        for (account, own_kubeconfig) in realcluster::release_rbac::CONTROLLERS
+            .iter()
+            .zip(&controller_kubeconfigs)
+        {
+            let name = account.binary;
             let metrics = free_port(&dir)?;
             let probes = free_port(&dir)?;
             let child = ChildGroup::spawn(
                 name,
                 &bin_dir.join(name),
-                &controller_args(&kubeconfig, metrics, probes),
+                &controller_args(own_kubeconfig, metrics, probes),
                 &env,
                 &dir.join(format!("{name}.log")),
             )?;
@@ -312,6 +357,7 @@ async fn start(
     };
 
     let cwd = std::env::current_dir().unwrap_or_else(|_| root.clone());
+    let real_logs = running.real().map(realcluster::RealCluster::logs_dir);
     let banner = Banner {
         elapsed: clock.start().elapsed(),
         phases: phases(&clock, build_time),
@@ -320,6 +366,8 @@ async fn start(
         root: &root,
         cwd: &cwd,
         controllers: !args.no_controllers,
+        real_logs: real_logs.as_deref(),
+        controller_kubeconfigs: &controller_kubeconfigs,
         claims: &claims,
         bin_dir: &bin_dir,
         traces: traces.as_ref().map(TraceViewer::dir),
@@ -406,6 +454,92 @@ async fn start_devcluster(
             Err(error) => return Err(error),
         }
     }
+}
+
+/// How long the controllers' ServiceAccount tokens on the real control plane last (a run
+/// longer than this needs a restart of `cargo xtask dev`).
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// Starts the real control plane (what `cargo xtask cluster` runs), writes its admin kubeconfig
+/// to `kubeconfig`, installs the release's Namespace, ServiceAccounts and RBAC, and waits until
+/// the `default` namespace takes Pods (its `default` ServiceAccount exists). The cluster is
+/// handed to `running`, which stops it last.
+async fn start_real_cluster(
+    running: &mut Running,
+    kubeconfig: &Path,
+) -> Result<kube::Client, DevError> {
+    step("starting the real control plane (the first start builds it with Go: minutes)");
+    match std::fs::remove_file(kubeconfig) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(DevError::Io {
+                action: "remove stale kubeconfig",
+                path: kubeconfig.to_path_buf(),
+                source,
+            });
+        }
+    }
+    let cluster = realcluster::RealCluster::start(realcluster::Options {
+        own_process_groups: true,
+        ..realcluster::Options::default()
+    })
+    .await?;
+    cluster.write_kubeconfig(kubeconfig)?;
+    eprintln!(
+        "    real control plane ({}) at {}; logs in {}",
+        cluster.versions(),
+        cluster.server_url(),
+        cluster.logs_dir().display()
+    );
+    for component in cluster.components() {
+        eprintln!("    {} pid {}", component.name, component.pid);
+    }
+    let client = cluster.client().await?;
+    running.set_real(cluster);
+    step("installing the release's namespace, ServiceAccounts and RBAC (deploy/)");
+    realcluster::release_rbac::install(&client).await?;
+    // The ServiceAccount admission plugin refuses Pods in a namespace until
+    // kube-controller-manager has created its `default` ServiceAccount.
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(client.clone(), QUICKSTART_NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        running.check().await?;
+        if accounts.get_opt("default").await.ok().flatten().is_some() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(DevError::Timeout {
+                what: format!("the ServiceAccount {QUICKSTART_NAMESPACE}/default"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(client)
+}
+
+/// Writes `<dir>/<account>.kubeconfig`: the real control plane's address with a token of the
+/// controller's own ServiceAccount (as `kubectl create token` gets it), never admin.
+async fn service_account_kubeconfig(
+    cluster: &realcluster::RealCluster,
+    account: &realcluster::release_rbac::ControllerAccount,
+    dir: &Path,
+) -> Result<PathBuf, DevError> {
+    let text = cluster
+        .service_account_kubeconfig(
+            realcluster::release_rbac::SYSTEM_NAMESPACE,
+            account.account,
+            TOKEN_LIFETIME,
+        )
+        .await?;
+    let path = dir.join(format!("{}.kubeconfig", account.account));
+    std::fs::write(&path, text).map_err(|source| DevError::Io {
+        action: "write",
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
 }
 
 /// File holding the pid of the `cargo xtask dev` that uses a directory.

@@ -1,11 +1,14 @@
 //! The text `cargo xtask dev` prints once everything is up: the readiness line, the claims'
 //! times, the kubeconfig, the commands to try next and where the logs are.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::dev::cluster::BoundClaim;
 use crate::dev::{QUICKSTART_POOL, READY_LINE};
+
+/// The controllers, in the order of [`Banner::controller_kubeconfigs`].
+const CONTROLLERS: [&str; 2] = ["sandbox-controller", "extensions-controller"];
 
 /// One part of the time to ready.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +30,11 @@ pub struct Banner<'a> {
     pub root: &'a Path,
     pub cwd: &'a Path,
     pub controllers: bool,
+    /// On the real control plane: where its components' logs are (removed at stop).
+    pub real_logs: Option<&'a Path>,
+    /// The kubeconfig of each controller (sandbox-controller, extensions-controller): its own
+    /// ServiceAccount's on the real control plane, devcluster's admin one otherwise.
+    pub controller_kubeconfigs: &'a [PathBuf],
     pub claims: &'a [BoundClaim],
     pub bin_dir: &'a Path,
     /// Where claim trace waterfalls go (`--traces`).
@@ -48,10 +56,15 @@ impl Banner<'_> {
     /// the indented lines after `Try next`.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let what = if self.controllers {
-            format!("devcluster, both controllers, warm pool {QUICKSTART_POOL} ready")
+        let plane = if self.real_logs.is_some() {
+            "real control plane"
         } else {
-            "devcluster only, controllers not started".to_owned()
+            "devcluster"
+        };
+        let what = if self.controllers {
+            format!("{plane}, both controllers, warm pool {QUICKSTART_POOL} ready")
+        } else {
+            format!("{plane} only, controllers not started")
         };
         out.push_str(&format!(
             "\n{READY_LINE} ({what}) in {:.1}s\n",
@@ -86,7 +99,20 @@ impl Banner<'_> {
         if !self.claims.is_empty() {
             out.push('\n');
         }
-        out.push_str(&format!("kubeconfig: {}\n\n", self.kubeconfig.display()));
+        out.push_str(&format!("kubeconfig: {}", self.kubeconfig.display()));
+        if self.real_logs.is_some() {
+            out.push_str(" (admin)\n");
+            for (name, kubeconfig) in CONTROLLERS.iter().zip(self.controller_kubeconfigs) {
+                out.push_str(&format!(
+                    "            {} ({name}: a token of its own ServiceAccount, {}h)\n",
+                    kubeconfig.display(),
+                    crate::dev::TOKEN_LIFETIME.as_secs() / 3600
+                ));
+            }
+            out.push('\n');
+        } else {
+            out.push_str("\n\n");
+        }
         let claim_file = self.show(&self.root.join("examples/quickstart/claim.yaml"));
         if self.controllers {
             out.push_str("Try next, in another terminal:\n");
@@ -99,25 +125,36 @@ impl Banner<'_> {
             out.push_str(&format!("  kubectl delete -f {claim_file}\n\n"));
         } else {
             out.push_str("Start the controllers yourself (e.g. under a debugger):\n");
-            for name in ["sandbox-controller", "extensions-controller"] {
+            for (name, kubeconfig) in CONTROLLERS.iter().zip(self.controller_kubeconfigs) {
                 out.push_str(&format!(
                     "  {} --kubeconfig={} --leader-elect=false --metrics-bind-address=0 \
                      --health-probe-bind-address=0 --log-format=text --enable-webhook=false\n",
                     self.show(&self.bin_dir.join(name)),
-                    self.kubeconfig.display()
+                    kubeconfig.display()
                 ));
             }
             out.push('\n');
         }
-        out.push_str(&format!(
-            "Logs: {} (devcluster.log{})\n",
-            self.show(self.dir),
-            if self.controllers {
-                ", sandbox-controller.log, extensions-controller.log"
-            } else {
-                ""
-            }
-        ));
+        let mut logs: Vec<String> = Vec::new();
+        if self.real_logs.is_none() {
+            logs.push("devcluster.log".to_owned());
+        }
+        if self.controllers {
+            logs.extend(CONTROLLERS.iter().map(|name| format!("{name}.log")));
+        }
+        if !logs.is_empty() {
+            out.push_str(&format!(
+                "Logs: {} ({})\n",
+                self.show(self.dir),
+                logs.join(", ")
+            ));
+        }
+        if let Some(real_logs) = self.real_logs {
+            out.push_str(&format!(
+                "Control plane logs: {} (removed when it stops)\n",
+                real_logs.display()
+            ));
+        }
         if let Some(traces) = self.traces {
             out.push_str(&format!(
                 "Traces: each claim's trace is printed here once it is bound, and written to {} (SVG)\n",
@@ -132,6 +169,13 @@ impl Banner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static KUBECONFIGS: std::sync::LazyLock<[PathBuf; 2]> = std::sync::LazyLock::new(|| {
+        [
+            PathBuf::from("/repo/target/dev/kubeconfig"),
+            PathBuf::from("/repo/target/dev/kubeconfig"),
+        ]
+    });
 
     fn banner<'a>(claims: &'a [BoundClaim], controllers: bool) -> Banner<'a> {
         Banner {
@@ -151,6 +195,8 @@ mod tests {
             root: Path::new("/repo"),
             cwd: Path::new("/repo"),
             controllers,
+            real_logs: None,
+            controller_kubeconfigs: &*KUBECONFIGS,
             claims,
             bin_dir: Path::new("/repo/target/debug"),
             traces: None,
@@ -209,5 +255,40 @@ mod tests {
         );
         assert!(text.contains("target/debug/extensions-controller --kubeconfig="));
         assert!(!text.contains("kubectl apply"));
+    }
+
+    #[test]
+    fn on_the_real_control_plane_each_controller_has_its_own_kubeconfig() {
+        let own = [
+            PathBuf::from("/repo/target/dev/sandbox-controller.kubeconfig"),
+            PathBuf::from("/repo/target/dev/extensions-controller.kubeconfig"),
+        ];
+        let mut b = banner(&[], true);
+        b.real_logs = Some(Path::new("/tmp/realcluster-x/logs"));
+        b.controller_kubeconfigs = &own;
+        let text = b.render();
+        assert!(
+            text.contains("(real control plane, both controllers"),
+            "{text}"
+        );
+        assert!(text.contains("kubeconfig: /repo/target/dev/kubeconfig (admin)\n"));
+        assert!(text.contains(
+            "/repo/target/dev/sandbox-controller.kubeconfig (sandbox-controller: a token of its own ServiceAccount"
+        ));
+        assert!(text.contains("  export KUBECONFIG=/repo/target/dev/kubeconfig\n"));
+        assert!(
+            text.contains("Logs: target/dev (sandbox-controller.log, extensions-controller.log)")
+        );
+        assert!(!text.contains("devcluster"), "{text}");
+        assert!(text.contains("Control plane logs: /tmp/realcluster-x/logs"));
+
+        b.controllers = false;
+        let text = b.render();
+        assert!(text.contains(
+            "sandbox-controller --kubeconfig=/repo/target/dev/sandbox-controller.kubeconfig"
+        ));
+        assert!(text.contains(
+            "extensions-controller --kubeconfig=/repo/target/dev/extensions-controller.kubeconfig"
+        ));
     }
 }

@@ -50,13 +50,26 @@ struct Supervised {
     row: u32,
 }
 
-/// The processes of a running dev environment, in start order.
+/// The processes of a running dev environment, in start order, and the real control plane
+/// when it runs on one (started before the children, stopped after them).
 #[derive(Debug, Default)]
 pub struct Running {
     children: Vec<Supervised>,
+    real: Option<realcluster::RealCluster>,
 }
 
 impl Running {
+    /// Takes over the real control plane: checked with the children, stopped after them. Like
+    /// devcluster it is not restarted (its state would be lost).
+    pub fn set_real(&mut self, cluster: realcluster::RealCluster) {
+        self.real = Some(cluster);
+    }
+
+    /// The real control plane, when the environment runs on one.
+    pub fn real(&self) -> Option<&realcluster::RealCluster> {
+        self.real.as_ref()
+    }
+
     /// Adds a started child; `restartable` ones are restarted when they exit.
     pub fn push(&mut self, child: ChildGroup, restartable: bool) {
         self.children.push(Supervised {
@@ -76,11 +89,24 @@ impl Running {
         while let Some(mut supervised) = self.children.pop() {
             supervised.child.stop(Duration::from_secs(10)).await;
         }
+        if let Some(cluster) = self.real.take() {
+            // Stops every component by PID (SIGTERM, then SIGKILL) and removes its data: blocking.
+            let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+        }
     }
 
     /// Looks at every child once: restarts a controller that exited (waiting its delay, while
     /// the caller's signal handlers stay live), or returns the error that ends the run.
     pub async fn check(&mut self) -> Result<(), DevError> {
+        if let Some(exit) = self
+            .real
+            .as_ref()
+            .and_then(realcluster::RealCluster::exited)
+        {
+            return Err(DevError::Real(realcluster::Error::ComponentExited(
+                Box::new(exit),
+            )));
+        }
         for supervised in &mut self.children {
             let Some(status) = supervised.child.try_exit_status() else {
                 continue;
@@ -119,8 +145,8 @@ impl Running {
         Ok(())
     }
 
-    /// Returns only when a child has exited for good (devcluster, or a controller past its
-    /// restarts), with the error describing it.
+    /// Returns only when a child has exited for good (devcluster, a component of the real
+    /// control plane, or a controller past its restarts), with the error describing it.
     pub async fn supervise(&mut self) -> DevError {
         loop {
             if let Err(error) = self.check().await {

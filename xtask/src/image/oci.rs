@@ -279,6 +279,79 @@ pub fn sbom_referrer(image: &OciImage, sbom: &[u8], created: &str) -> Result<Ref
     })
 }
 
+/// The tag of the referrers tag schema (OCI distribution-spec 1.1) for the subject
+/// `subject_digest`: the digest with `:` replaced by `-` (`sha256:ab…` → `sha256-ab…`). A
+/// registry without the referrers API keeps the subject's referrers list under that tag.
+pub fn referrers_tag(subject_digest: &str) -> String {
+    subject_digest.replace(':', "-")
+}
+
+/// The descriptor of `referrer` as a referrers list holds it: media type, digest and size of
+/// its manifest, with the manifest's `artifactType` (its config's media type when it has none)
+/// and its annotations.
+pub fn referrer_descriptor(referrer: &Referrer) -> Result<serde_json::Value, ImageError> {
+    let manifest: serde_json::Value = serde_json::from_slice(&referrer.manifest)
+        .map_err(|e| ImageError::Invalid(format!("the referrer's manifest is not JSON: {e}")))?;
+    let artifact_type = manifest
+        .get("artifactType")
+        .or_else(|| manifest.pointer("/config/mediaType"))
+        .cloned()
+        .ok_or_else(|| {
+            ImageError::Invalid("the referrer's manifest has no artifactType or config".into())
+        })?;
+    let mut descriptor = serde_json::json!({
+        "mediaType": manifest.get("mediaType").cloned()
+            .unwrap_or_else(|| MediaType::ImageManifest.to_string().into()),
+        "digest": referrer.manifest_digest,
+        "size": referrer.manifest.len(),
+        "artifactType": artifact_type,
+    });
+    if let Some(annotations) = manifest.get("annotations") {
+        descriptor["annotations"] = annotations.clone();
+    }
+    Ok(descriptor)
+}
+
+/// The referrers tag schema's index once `referrer` is listed in it. `current` is what the tag
+/// holds (`None` when the registry has no such tag: the list starts empty). Returns `None` when
+/// `referrer` is listed already (pushing twice must not list it twice), and an error when the
+/// tag holds something other than an image index (it is left alone, as the spec asks). Every
+/// other entry and field of `current` is kept as it is.
+pub fn referrers_index_with(
+    current: Option<&[u8]>,
+    referrer: &Referrer,
+) -> Result<Option<Vec<u8>>, ImageError> {
+    let index_type = MediaType::ImageIndex.to_string();
+    let mut index = match current {
+        None => serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": index_type,
+            "manifests": [],
+        }),
+        Some(bytes) => serde_json::from_slice(bytes).map_err(|e| {
+            ImageError::Invalid(format!("the referrers tag holds no JSON document: {e}"))
+        })?,
+    };
+    let media_type = index.get("mediaType").and_then(|t| t.as_str());
+    if media_type != Some(index_type.as_str()) || !index["manifests"].is_array() {
+        return Err(ImageError::Invalid(format!(
+            "the referrers tag holds a {}, not an image index with manifests; left as it is",
+            media_type.unwrap_or("document without mediaType")
+        )));
+    }
+    let manifests = index["manifests"]
+        .as_array_mut()
+        .expect("checked to be an array above");
+    if manifests
+        .iter()
+        .any(|entry| entry["digest"] == referrer.manifest_digest.as_str())
+    {
+        return Ok(None);
+    }
+    manifests.push(referrer_descriptor(referrer)?);
+    canonical_json(&index).map(Some)
+}
+
 /// `index.json` of a layout holding `image` under its `ref.name`.
 pub fn layout_index(image: &OciImage) -> Result<Vec<u8>, ImageError> {
     let mut entry = descriptor(
@@ -411,6 +484,78 @@ mod tests {
         assert_eq!(
             index["manifests"][0]["annotations"][annotation::REF_NAME],
             "v1.2.3"
+        );
+    }
+
+    fn sbom(text: &str) -> Referrer {
+        sbom_referrer(&image(), text.as_bytes(), "2023-11-14T22:13:20Z").unwrap()
+    }
+
+    #[test]
+    fn the_referrers_tag_is_the_subject_digest_with_a_dash() {
+        assert_eq!(referrers_tag("sha256:0123abcd"), "sha256-0123abcd");
+    }
+
+    #[test]
+    fn a_missing_referrers_tag_becomes_an_index_listing_the_sbom_with_its_type() {
+        let referrer = sbom("{}");
+        let index = referrers_index_with(None, &referrer).unwrap().unwrap();
+        let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+        assert_eq!(index["schemaVersion"], 2);
+        assert_eq!(
+            index["mediaType"],
+            "application/vnd.oci.image.index.v1+json"
+        );
+        let entries = index["manifests"].as_array().unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0]["digest"], referrer.manifest_digest);
+        assert_eq!(entries[0]["size"], referrer.manifest.len());
+        assert_eq!(
+            entries[0]["mediaType"],
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        assert_eq!(entries[0]["artifactType"], CYCLONEDX_MEDIA_TYPE);
+        assert_eq!(
+            entries[0]["annotations"][annotation::CREATED],
+            "2023-11-14T22:13:20Z"
+        );
+    }
+
+    #[test]
+    fn a_referrer_already_listed_is_not_listed_twice() {
+        let referrer = sbom("{}");
+        let index = referrers_index_with(None, &referrer).unwrap().unwrap();
+        assert_eq!(referrers_index_with(Some(&index), &referrer).unwrap(), None);
+    }
+
+    #[test]
+    fn other_referrers_and_unknown_fields_of_the_index_are_kept() {
+        let old = sbom(r#"{"old":true}"#);
+        let mut index: serde_json::Value =
+            serde_json::from_slice(&referrers_index_with(None, &old).unwrap().unwrap()).unwrap();
+        index["manifests"][0]["x-other-tool"] = "kept".into();
+        index["annotations"] = serde_json::json!({"note": "kept"});
+        let new = sbom(r#"{"new":true}"#);
+        let updated = referrers_index_with(Some(&serde_json::to_vec(&index).unwrap()), &new)
+            .unwrap()
+            .unwrap();
+        let updated: serde_json::Value = serde_json::from_slice(&updated).unwrap();
+        let entries = updated["manifests"].as_array().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0]["digest"], old.manifest_digest);
+        assert_eq!(entries[0]["x-other-tool"], "kept");
+        assert_eq!(entries[1]["digest"], new.manifest_digest);
+        assert_eq!(updated["annotations"]["note"], "kept");
+    }
+
+    #[test]
+    fn a_referrers_tag_holding_an_image_is_an_error_not_overwritten() {
+        let error = referrers_index_with(Some(&image().manifest), &sbom("{}")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("application/vnd.oci.image.manifest.v1+json, not an image index"),
+            "{error}"
         );
     }
 }

@@ -4,12 +4,15 @@
 //! Each image's blobs and manifest are pushed as the exact bytes of the archive (the manifest
 //! through `push_manifest_raw`), so the digest in the registry is the digest the release
 //! computed; the registry's answer is checked against it. The SBOM follows as an OCI referrer
-//! of the image (an artifact manifest whose `subject` is the image).
+//! of the image (an artifact manifest whose `subject` is the image), listed by the registry's
+//! referrers API or, on a registry without one, in the referrers tag schema's index
+//! ([`list_referrer`]).
 
 use std::str::FromStr;
 
 use http::HeaderValue;
 use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 
@@ -20,6 +23,7 @@ use crate::image::oci::{self, EMPTY_JSON};
 use crate::release::options::ImageRegistry;
 
 const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+const INDEX_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 
 /// Credentials from `REGISTRY_USERNAME` and `REGISTRY_PASSWORD`, else anonymous.
 fn auth() -> RegistryAuth {
@@ -135,12 +139,90 @@ async fn push_one(
     client
         .push_manifest_raw(
             &by_digest,
-            referrer.manifest,
+            referrer.manifest.clone(),
             HeaderValue::from_static(MANIFEST_TYPE),
         )
         .await
         .map_err(|e| format!("pushing the SBOM referrer: {e}"))?;
+    list_referrer(client, auth, &reference, &image.manifest_digest, &referrer).await?;
     Ok(image.manifest_digest.clone())
+}
+
+/// Makes `referrer` (pushed already, its `subject` being `subject_digest`) visible to clients
+/// that list the subject's referrers, on registries without the OCI referrers API too.
+///
+/// A registry with the API (distribution-spec 1.1) lists a manifest with a `subject` by
+/// itself. Without it (the CNCF Distribution registry up to v3 among others), the client that
+/// pushed must maintain the *referrers tag schema*: an image index tagged
+/// [`oci::referrers_tag`] of the subject, listing the referrers' descriptors. The spec tells a
+/// client which case it is in by the `OCI-Subject` header of the manifest PUT's response, but
+/// `oci-client` does not return the response headers of `push_manifest_raw` (only its
+/// `Location`). So this asks what a client reading referrers sees, through the same crate:
+/// `pull_referrers` queries the referrers API and, when the registry answers 404, reads the
+/// tag schema index. When `referrer` is listed there (by the API, or in the index by an
+/// earlier push) nothing is written; otherwise it is added to the tag's index (created when
+/// the tag does not exist) and the index is pushed back under the tag. Pushing twice thus lists
+/// it once. The index the tag held before stays in the registry, untagged, until the
+/// registry's garbage collection; two releases pushing the same image at the same moment could
+/// each write an index without the other's entry (the spec's tag schema has no locking), which
+/// a second `--push` repairs.
+async fn list_referrer(
+    client: &Client,
+    auth: &RegistryAuth,
+    reference: &Reference,
+    subject_digest: &str,
+    referrer: &oci::Referrer,
+) -> Result<(), String> {
+    let subject = reference.clone_with_digest(subject_digest.to_string());
+    let listed = client
+        .pull_referrers(&subject, None)
+        .await
+        .map_err(|e| format!("listing the referrers of {subject_digest}: {e}"))?;
+    if listed
+        .manifests
+        .iter()
+        .any(|entry| entry.digest == referrer.manifest_digest)
+    {
+        return Ok(());
+    }
+    let tag = Reference::with_tag(
+        reference.registry().to_string(),
+        reference.repository().to_string(),
+        oci::referrers_tag(subject_digest),
+    );
+    let current = match client
+        .pull_manifest_raw(&tag, auth, &[INDEX_TYPE, MANIFEST_TYPE])
+        .await
+    {
+        Ok((bytes, _)) => Some(bytes),
+        Err(e) if not_found(&e) => None,
+        Err(e) => return Err(format!("reading the referrers tag {tag}: {e}")),
+    };
+    let Some(index) = oci::referrers_index_with(current.as_deref(), referrer)
+        .map_err(|e| format!("the referrers tag {tag}: {e}"))?
+    else {
+        return Ok(());
+    };
+    client
+        .push_manifest_raw(&tag, index, HeaderValue::from_static(INDEX_TYPE))
+        .await
+        .map_err(|e| format!("pushing the referrers tag {tag}: {e}"))?;
+    Ok(())
+}
+
+/// Whether a manifest pull failed because the registry has no such manifest.
+fn not_found(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NotFound
+            )
+        }),
+        OciDistributionError::ServerError { code: 404, .. }
+        | OciDistributionError::ImageManifestNotFoundError(_) => true,
+        _ => false,
+    }
 }
 
 /// The `created` annotation of an image's manifest.
