@@ -5,7 +5,7 @@ use e2e_tests::{
 };
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn in_ms(ms: i64) -> String {
@@ -21,15 +21,24 @@ async fn retain_policy_clears_children_and_status_at_shutdown_time() {
             &PostParams::default(),
             &sandbox(
                 "ttl",
-                json!({"service": true, "shutdownTime": in_ms(3000),
+                json!({"service": true, "shutdownTime": in_ms(3_600_000),
                        "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
             ),
         )
         .await
         .unwrap();
-    // Ready first; then, with no other event, the controller wakes up at shutdownTime.
+    // Ready first (however long the ground takes); then the shutdown time moves to 2 s from now
+    // and, with no other event, the controller wakes up at it.
     let ready = wait_ready_reason(&sandboxes, "ttl", "DependenciesReady").await;
     assert!(condition(&ready, "Ready").is_some_and(|c| c.status == "True"));
+    sandboxes
+        .patch(
+            "ttl",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"shutdownTime": in_ms(2000)}})),
+        )
+        .await
+        .unwrap();
     let sb = wait_ready_reason(&sandboxes, "ttl", "SandboxExpired").await;
     let cond = condition(&sb, "Ready").unwrap();
     assert_eq!(
