@@ -113,30 +113,8 @@ fn dev_starts_everything_prints_working_next_steps_and_stops_cleanly_on_ctrl_c()
     );
 
     if kubectl_available() {
-        let env = vec![
-            ("KUBECONFIG".to_owned(), export.to_owned()),
-            (
-                "KUBECACHEDIR".to_owned(),
-                dir.join("kube-cache").display().to_string(),
-            ),
-        ];
-        let applied = run_ok(&commands[1], &env, &cwd);
-        assert!(
-            applied.contains("sandboxclaim.extensions.agents.x-k8s.io/my-first-sandbox"),
-            "{applied}"
-        );
-        let sandbox = watch_until_bound(
-            &format!("exec {}", commands[2]),
-            &env,
-            &cwd,
-            "my-first-sandbox",
-        );
-        assert!(
-            sandbox.starts_with("python-quickstart-"),
-            "bound to {sandbox:?}"
-        );
-        let deleted = run_ok(&commands[3], &env, &cwd);
-        assert!(deleted.contains("deleted"), "{deleted}");
+        let env = kubectl_env(export, &dir);
+        let sandbox = claim_with_printed_commands(&commands, &env, &cwd);
         // Deleting the claim deletes its sandbox.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -23,24 +23,6 @@ const REAL_START_LINE: &str = "==> starting the real control plane";
 /// with Go (minutes on 2 cores); a cached one starts in seconds.
 const REAL_READY_DEADLINE: Duration = Duration::from_secs(40 * 60);
 
-fn wait_for_line(dev: &mut DevProcess, dir: &Path, needle: &str, deadline: Duration) {
-    let deadline = Instant::now() + deadline;
-    loop {
-        let stderr = std::fs::read_to_string(dir.join("xtask-dev.stderr")).unwrap_or_default();
-        if stderr.contains(needle) {
-            return;
-        }
-        if let Some(status) = dev.child.try_wait().unwrap() {
-            panic!("xtask dev exited ({status}) before {needle:?}:\n{stderr}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} in time:\n{stderr}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn dev_on_the_real_control_plane_runs_each_controller_as_its_service_account() {
     if !realcluster::go_or_skip(
@@ -52,7 +34,7 @@ fn dev_on_the_real_control_plane_runs_each_controller_as_its_service_account() {
     let dir = temp.path().to_path_buf();
     let cwd: PathBuf = std::env::current_dir().unwrap();
     let mut dev = DevProcess::start_with(&dir, &["dev", "--cluster", "real", "--claims", "1"]);
-    wait_for_line(&mut dev, &dir, REAL_START_LINE, BUILD_DEADLINE);
+    dev.wait_for_line(&dir, REAL_START_LINE, BUILD_DEADLINE);
     dev.read_until(
         "agent-sandbox is ready",
         Instant::now() + REAL_READY_DEADLINE,
@@ -159,30 +141,8 @@ fn dev_on_the_real_control_plane_runs_each_controller_as_its_service_account() {
         .expect("first: export KUBECONFIG=...");
     assert_eq!(Path::new(export), admin);
     if kubectl_available() {
-        let env = vec![
-            ("KUBECONFIG".to_owned(), export.to_owned()),
-            (
-                "KUBECACHEDIR".to_owned(),
-                dir.join("kube-cache").display().to_string(),
-            ),
-        ];
-        let applied = run_ok(&commands[1], &env, &cwd);
-        assert!(
-            applied.contains("sandboxclaim.extensions.agents.x-k8s.io/my-first-sandbox"),
-            "{applied}"
-        );
-        let sandbox = watch_until_bound(
-            &format!("exec {}", commands[2]),
-            &env,
-            &cwd,
-            "my-first-sandbox",
-        );
-        assert!(
-            sandbox.starts_with("python-quickstart-"),
-            "bound to {sandbox:?}"
-        );
-        let deleted = run_ok(&commands[3], &env, &cwd);
-        assert!(deleted.contains("deleted"), "{deleted}");
+        let env = kubectl_env(export, &dir);
+        claim_with_printed_commands(&commands, &env, &cwd);
     } else {
         eprintln!("XTASK_SKIP_KUBECTL set: not running the printed kubectl commands");
     }

@@ -62,18 +62,23 @@ impl DevProcess {
 
     /// Waits until `xtask dev` has built its binaries (its progress shows [`BUILT_LINE`]).
     pub fn wait_built(&mut self, dir: &Path) {
-        let deadline = Instant::now() + BUILD_DEADLINE;
+        self.wait_for_line(dir, BUILT_LINE, BUILD_DEADLINE);
+    }
+
+    /// Waits until `xtask dev`'s stderr (in `dir`) shows `needle`, for at most `deadline`.
+    pub fn wait_for_line(&mut self, dir: &Path, needle: &str, deadline: Duration) {
+        let until = Instant::now() + deadline;
         loop {
             let stderr = std::fs::read_to_string(dir.join("xtask-dev.stderr")).unwrap_or_default();
-            if stderr.contains(BUILT_LINE) {
+            if stderr.contains(needle) {
                 return;
             }
             if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("xtask dev exited ({status}) before its build was done:\n{stderr}");
+                panic!("xtask dev exited ({status}) before {needle:?}:\n{stderr}");
             }
             assert!(
-                Instant::now() < deadline,
-                "xtask dev's build took more than {BUILD_DEADLINE:?}:\n{stderr}"
+                Instant::now() < until,
+                "no {needle:?} within {deadline:?}:\n{stderr}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -204,6 +209,46 @@ pub fn run_ok(command: &str, env: &[(String, String)], cwd: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The environment the printed kubectl commands run in: the printed `KUBECONFIG`, and a
+/// discovery cache of the test's own under `dir`.
+pub fn kubectl_env(kubeconfig: &str, dir: &Path) -> Vec<(String, String)> {
+    vec![
+        ("KUBECONFIG".to_owned(), kubeconfig.to_owned()),
+        (
+            "KUBECACHEDIR".to_owned(),
+            dir.join("kube-cache").display().to_string(),
+        ),
+    ]
+}
+
+/// Runs the banner's three claim commands as printed (`commands[1..=3]`: apply the quickstart
+/// claim, watch it, delete it): the claim binds to a quickstart Sandbox and is deleted.
+/// Returns the Sandbox's name.
+pub fn claim_with_printed_commands(
+    commands: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+) -> String {
+    let applied = run_ok(&commands[1], env, cwd);
+    assert!(
+        applied.contains("sandboxclaim.extensions.agents.x-k8s.io/my-first-sandbox"),
+        "{applied}"
+    );
+    let sandbox = watch_until_bound(
+        &format!("exec {}", commands[2]),
+        env,
+        cwd,
+        "my-first-sandbox",
+    );
+    assert!(
+        sandbox.starts_with("python-quickstart-"),
+        "bound to {sandbox:?}"
+    );
+    let deleted = run_ok(&commands[3], env, cwd);
+    assert!(deleted.contains("deleted"), "{deleted}");
+    sandbox
 }
 
 /// Runs the watch script (which should `exec` the watching command, so killing the shell
