@@ -525,13 +525,7 @@ async fn a_v1alpha1_install_upgrades_through_the_webhooks_and_migrates_storage()
         );
     for (mut crd, port) in ours {
         let name = crd.metadata.name.clone().unwrap();
-        let webhook = crd
-            .spec
-            .conversion
-            .as_mut()
-            .and_then(|c| c.webhook.as_mut())
-            .and_then(|w| w.client_config.as_mut())
-            .and_then(|c| c.service.as_mut())
+        let webhook = api_types::conversion_service_mut(&mut crd)
             .expect("our CRDs convert through a Service");
         webhook.port = Some(i32::from(port));
         crd.metadata.resource_version = crds.get(&name).await.unwrap().metadata.resource_version;

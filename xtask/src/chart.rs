@@ -594,16 +594,9 @@ fn crds() -> Result<(BTreeMap<String, String>, String), ChartError> {
                 "files/crds/{}_{}.yaml",
                 crd.spec.group, crd.spec.names.plural
             );
-            let service = crd
-                .spec
-                .conversion
-                .as_mut()
-                .and_then(|c| c.webhook.as_mut())
-                .and_then(|w| w.client_config.as_mut())
-                .and_then(|c| c.service.as_mut())
-                .ok_or_else(|| {
-                    ChartError::Generate(format!("{name}: no conversion webhook Service"))
-                })?;
+            let service = api_types::conversion_service_mut(&mut crd).ok_or_else(|| {
+                ChartError::Generate(format!("{name}: no conversion webhook Service"))
+            })?;
             service.name = CRD_SERVICE_MARKER.to_string();
             service.namespace = CRD_NAMESPACE_MARKER.to_string();
             let yaml = serde_yaml::to_string(&crd)

@@ -399,6 +399,19 @@ fn phases(clock: &StartClock, build_time: Duration) -> Vec<Phase> {
     phases
 }
 
+/// Removes the kubeconfig a previous run left, so a new one is only read once written.
+fn remove_stale_kubeconfig(kubeconfig: &Path) -> Result<(), DevError> {
+    match std::fs::remove_file(kubeconfig) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(DevError::Io {
+            action: "remove stale kubeconfig",
+            path: kubeconfig.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// Starts devcluster on the address of the last run in `dir` when it is free (see
 /// [`address`]), waits until it serves, and says where.
 async fn start_devcluster(
@@ -410,17 +423,7 @@ async fn start_devcluster(
     let mut choice = address::choose(dir);
     loop {
         step("starting devcluster");
-        match std::fs::remove_file(kubeconfig) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(DevError::Io {
-                    action: "remove stale kubeconfig",
-                    path: kubeconfig.to_path_buf(),
-                    source,
-                });
-            }
-        }
+        remove_stale_kubeconfig(kubeconfig)?;
         let devcluster = ChildGroup::spawn(
             "devcluster",
             &bin_dir.join("devcluster"),
@@ -469,17 +472,7 @@ async fn start_real_cluster(
     kubeconfig: &Path,
 ) -> Result<kube::Client, DevError> {
     step("starting the real control plane (the first start builds it with Go: minutes)");
-    match std::fs::remove_file(kubeconfig) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(DevError::Io {
-                action: "remove stale kubeconfig",
-                path: kubeconfig.to_path_buf(),
-                source,
-            });
-        }
-    }
+    remove_stale_kubeconfig(kubeconfig)?;
     let cluster = realcluster::RealCluster::start(realcluster::Options {
         own_process_groups: true,
         ..realcluster::Options::default()
@@ -499,23 +492,8 @@ async fn start_real_cluster(
     running.set_real(cluster);
     step("installing the release's namespace, ServiceAccounts and RBAC (deploy/)");
     realcluster::release_rbac::install(&client).await?;
-    // The ServiceAccount admission plugin refuses Pods in a namespace until
-    // kube-controller-manager has created its `default` ServiceAccount.
-    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        kube::Api::namespaced(client.clone(), QUICKSTART_NAMESPACE);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        running.check().await?;
-        if accounts.get_opt("default").await.ok().flatten().is_some() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(DevError::Timeout {
-                what: format!("the ServiceAccount {QUICKSTART_NAMESPACE}/default"),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Pods in the quickstart namespace (`default`) need its `default` ServiceAccount (the
+    // ServiceAccount admission plugin): `RealCluster::start` returns only once it exists.
     Ok(client)
 }
 

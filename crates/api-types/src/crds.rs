@@ -42,6 +42,20 @@ const SANDBOX_WARM_POOL: &str = "A SandboxWarmPool keeps a number of ready, uncl
 /// What `kubectl explain sandboxclaim` says a SandboxClaim is.
 const SANDBOX_CLAIM: &str = "A SandboxClaim asks for one sandbox: a ready one from a warm pool, or a new one made from the pool's template.";
 
+/// The Service a CRD's conversion webhook is reached through, to point it elsewhere (another
+/// namespace, a port, a chart template); `None` when the CRD converts without a webhook.
+pub fn conversion_service_mut(crd: &mut CustomResourceDefinition) -> Option<&mut ServiceReference> {
+    crd.spec
+        .conversion
+        .as_mut()?
+        .webhook
+        .as_mut()?
+        .client_config
+        .as_mut()?
+        .service
+        .as_mut()
+}
+
 /// The core CRD: `sandboxes.agents.x-k8s.io`.
 pub fn core_crds() -> Vec<CustomResourceDefinition> {
     let sandbox = both_versions(

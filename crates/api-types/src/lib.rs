@@ -31,7 +31,7 @@ pub mod v1alpha1;
 pub mod warm_pool;
 
 pub use claim::*;
-pub use crds::{core_crds, extension_crds};
+pub use crds::{conversion_service_mut, core_crds, extension_crds};
 pub use hash::name_hash;
 pub use sandbox::*;
 pub use template::*;

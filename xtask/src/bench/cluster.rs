@@ -513,14 +513,7 @@ impl Stack {
                     .map(|crd| (crd, port(ControllerKind::Extensions))),
             )
             .map(|(mut crd, port)| {
-                if let Some(service) = crd
-                    .spec
-                    .conversion
-                    .as_mut()
-                    .and_then(|c| c.webhook.as_mut())
-                    .and_then(|w| w.client_config.as_mut())
-                    .and_then(|c| c.service.as_mut())
-                {
+                if let Some(service) = api_types::conversion_service_mut(&mut crd) {
                     service.port = port;
                 }
                 crd

@@ -347,18 +347,8 @@ async fn start_real(dir: &Path, audit_log: &Path) -> Result<(Server, kube::Clien
                 e,
             )
         })?;
-    // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
-    // which kube-controller-manager creates.
-    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        kube::Api::namespaced(client.clone(), crate::bench::workload::NAMESPACE);
-    super::experiments::retry("waiting for the default ServiceAccount", || async {
-        match accounts.get_opt("default").await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => Err(BenchError::Unavailable("not created yet".into())),
-            Err(e) => Err(BenchError::kube("getting the default ServiceAccount", e)),
-        }
-    })
-    .await?;
+    // The workload's namespace (`default`) has its `default` ServiceAccount, which the
+    // ServiceAccount admission plugin wants for Pods: `RealCluster::start` waited for it.
     let mut kubeconfigs = Vec::new();
     for (kind, account) in [
         (ControllerKind::Sandbox, SANDBOX_CONTROLLER),
