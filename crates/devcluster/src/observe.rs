@@ -138,6 +138,15 @@ impl Observer {
         ))
     }
 
+    /// How long the next event of a watch described by `info` is held
+    /// ([`FaultRule::event_delay`], summed over the matching rules).
+    fn event_delay(&self, info: &RequestInfo) -> Duration {
+        let Ok(faults) = self.faults.read() else {
+            return Duration::ZERO;
+        };
+        faults.matching_rules(info).map(|rule| rule.event_delay).sum()
+    }
+
     fn decide(&self, info: &RequestInfo) -> FaultDecision {
         let Ok(faults) = self.faults.read() else {
             return FaultDecision::default();
@@ -263,7 +272,7 @@ pub async fn observe_middleware(
     }
 
     if info.verb == "watch" && response.status().is_success() {
-        track_watch(response, &observer, decision.close_watch_after)
+        track_watch(response, &observer, info, decision.close_watch_after)
     } else {
         response
     }
@@ -310,6 +319,7 @@ impl Drop for OpenWatch {
 fn track_watch(
     response: Response,
     observer: &Arc<Observer>,
+    info: RequestInfo,
     close_after: Option<Duration>,
 ) -> Response {
     observer.metrics.watch_opened();
@@ -320,6 +330,16 @@ fn track_watch(
         Some(after) => stream.take_until(tokio::time::sleep(after)).left_stream(),
         None => stream.right_stream(),
     };
+    let delays = Arc::clone(observer);
+    let stream = stream.then(move |chunk| {
+        let delay = delays.event_delay(&info);
+        async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            chunk
+        }
+    });
     let stream = stream.map(move |chunk| {
         let _keep_alive = &guard;
         chunk

@@ -27,6 +27,11 @@ pub struct FaultRule {
     pub error_code: u16,
     /// Added before a matching request is handled (also before an injected failure).
     pub latency: Duration,
+    /// For a matching watch: each event is held this long before it is sent, a watcher falling
+    /// behind as kube-apiserver's watch cache does under load (the store changed, the watcher's
+    /// cache has not seen it yet). Looked up as each event leaves, so a rule installed while a
+    /// watch is open applies to it (an event already held waits out its delay).
+    pub event_delay: Duration,
 }
 
 impl Default for FaultRule {
@@ -37,6 +42,7 @@ impl Default for FaultRule {
             error_rate: 0.0,
             error_code: 500,
             latency: Duration::ZERO,
+            event_delay: Duration::ZERO,
         }
     }
 }

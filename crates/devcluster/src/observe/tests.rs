@@ -243,6 +243,49 @@ async fn watches_are_closed_early_when_configured_and_the_gauge_follows() {
     assert_eq!(obs.metrics().open_watches(), 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_watch_event_delay_holds_the_events_of_open_watches_it_matches() {
+    let obs = observer(FaultConfig::default());
+    let router = obs.layer(app());
+    let watch = |router: axum::Router| async move {
+        let r = send(
+            &router,
+            http::Method::GET,
+            "/api/v1/namespaces/default/pods?watch=true",
+            "t",
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        r.into_body().into_data_stream()
+    };
+    // Opened before the rule: the rule still applies to its events.
+    let mut lagging = watch(router.clone()).await;
+    let delay = |resource: &str| FaultConfig {
+        rules: vec![FaultRule {
+            verbs: vec!["watch".into()],
+            resources: vec![resource.into()],
+            event_delay: Duration::from_secs(10),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    obs.set_faults(delay("pods")).unwrap();
+    let started = tokio::time::Instant::now();
+    let first = lagging.next().await.unwrap().unwrap();
+    assert!(first.starts_with(b"{\"type\":\"BOOKMARK\""));
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "the event was held for the rule's delay, not {:?}",
+        started.elapsed()
+    );
+    // A rule for another resource holds nothing.
+    obs.set_faults(delay("services")).unwrap();
+    let started = tokio::time::Instant::now();
+    let mut prompt = watch(router).await;
+    prompt.next().await.unwrap().unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+}
+
 #[tokio::test]
 async fn watches_stay_open_without_faults() {
     let obs = observer(FaultConfig::default());
