@@ -1,4 +1,4 @@
-//! The Sandbox controller running against an in-process API server: each test drives it through
+//! The Sandbox controller running against devcluster in process: each test drives it through
 //! the API and asserts what a user would see (objects, status, conditions).
 
 use crate::{cluster, harness};

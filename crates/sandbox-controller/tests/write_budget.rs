@@ -114,6 +114,7 @@ async fn a_claimed_warm_sandbox_costs_one_pod_patch_and_no_sandbox_write() {
     let api = Cluster::start().await;
     let ctl = start_controller_with(&api, |s| s.status_progress_window = WINDOW);
     // The owners exist (the garbage collector takes what a missing owner owned).
+    api.install_extension_crds().await;
     let pool = api
         .apply(
             "sandboxwarmpools",

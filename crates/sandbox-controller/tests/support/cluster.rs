@@ -58,7 +58,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A fresh server with the agent-sandbox CRDs established.
+    /// A fresh server with the Sandbox CRD established.
     pub async fn start() -> Cluster {
         let config = devcluster::Config {
             node_agent: false,
@@ -66,16 +66,30 @@ impl Cluster {
         };
         let server = devcluster::InProcess::start(&config).expect("devcluster in process");
         let client = server.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let mut all = api_types::core_crds();
-        all.extend(api_types::extension_crds());
-        for crd in all {
+        let cluster = Cluster {
+            server,
+            client,
+            lag: Arc::default(),
+        };
+        cluster.install(api_types::core_crds()).await;
+        cluster
+    }
+
+    /// Installs the extension CRDs (SandboxTemplate, SandboxWarmPool, SandboxClaim), for
+    /// tests whose Sandboxes have such owners.
+    pub async fn install_extension_crds(&self) {
+        self.install(api_types::extension_crds()).await;
+    }
+
+    async fn install(&self, crds: Vec<CustomResourceDefinition>) {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for crd in crds {
             let name = crd.metadata.name.clone().expect("a CRD has a name");
-            crds.create(&PostParams::default(), &crd)
+            api.create(&PostParams::default(), &crd)
                 .await
                 .expect("CRD created");
             wait_for_async(&format!("CRD {name} established"), || async {
-                let crd = crds.get(&name).await.ok()?;
+                let crd = api.get(&name).await.ok()?;
                 crd.status?
                     .conditions?
                     .iter()
@@ -83,11 +97,6 @@ impl Cluster {
                     .then_some(())
             })
             .await;
-        }
-        Cluster {
-            server,
-            client,
-            lag: Arc::default(),
         }
     }
 
