@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use devcluster::observe::{FaultConfig, FaultRule, parse_request_info};
+use devcluster::observe::{FaultConfig, FaultRule, RequestKey, parse_request_info};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
@@ -186,11 +186,19 @@ impl Cluster {
             .await
     }
 
+    /// devcluster's request counts of the controller's requests.
+    fn controller_counts(&self) -> impl Iterator<Item = (RequestKey, u64)> {
+        let counts = self.server.observer().counts();
+        counts
+            .into_iter()
+            .filter(|(key, _)| key.user_agent == CONTROLLER_AGENT)
+    }
+
     /// The controller's writes (create, update, patch, delete) apart from Events, as
     /// `METHOD resource[/subresource]` -> count.
     pub fn writes(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
-        for (key, count) in self.server.observer().counts() {
+        for (key, count) in self.controller_counts() {
             let method = match key.verb.as_str() {
                 "create" => "POST",
                 "update" => "PUT",
@@ -198,7 +206,7 @@ impl Cluster {
                 "delete" => "DELETE",
                 _ => continue,
             };
-            if key.user_agent != CONTROLLER_AGENT || key.resource == "events" {
+            if key.resource == "events" {
                 continue;
             }
             let sub = if key.subresource.is_empty() {
@@ -227,24 +235,18 @@ impl Cluster {
     /// The controller's single-object reads (GET by name), as `resource` -> count.
     pub fn reads(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for (key, count) in self.server.observer().counts() {
-            if key.verb == "get" && key.user_agent == CONTROLLER_AGENT {
-                *out.entry(key.resource).or_default() += count;
-            }
+        for (key, count) in self.controller_counts().filter(|(k, _)| k.verb == "get") {
+            *out.entry(key.resource).or_default() += count;
         }
         out
     }
 
     /// The controller's writes to Events.
     pub fn event_writes(&self) -> u64 {
-        self.server
-            .observer()
-            .counts()
-            .into_iter()
+        self.controller_counts()
             .filter(|(k, _)| {
-                k.user_agent == CONTROLLER_AGENT
-                    && k.resource == "events"
-                    && matches!(k.verb.as_str(), "create" | "update" | "patch")
+                k.resource == "events"
+                    && matches!(k.verb.as_str(), "create" | "update" | "patch" | "delete")
             })
             .map(|(_, c)| c)
             .sum()
