@@ -47,14 +47,6 @@ impl DevCluster {
     /// Start serving in this process; returns once the listener is bound, the initial namespaces
     /// exist and the kubeconfig is written.
     pub async fn start(config: Config) -> Result<Running, StartError> {
-        let tokens = match &config.token_file {
-            Some(path) => Some(crate::kubeconfig::TokenFile::load(path)?),
-            None => None,
-        };
-        if config.node_agent {
-            config.nodes.validate()?;
-        }
-        let observer = Arc::new(Observer::new(config.observer.clone())?);
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Listen {
@@ -70,26 +62,7 @@ impl DevCluster {
         } else {
             None
         };
-        let shutdown = CancellationToken::new();
-        let state: SharedState = Arc::new(AppState {
-            store: Store::starting_at(
-                crate::store::clock_resource_version(),
-                config.history_limit,
-                config.watch_buffer,
-            ),
-            registry: Registry::with_builtins(),
-            options: ServerOptions {
-                bookmark_interval: config.bookmark_interval,
-                // Graceful pod deletion needs a kubelet to finish it; without the node agent pods
-                // go at once.
-                node_agent: config.node_agent,
-                tokens,
-            },
-            service_ips: Default::default(),
-            notes: Default::default(),
-            shutdown: shutdown.clone(),
-        });
-        seed(&state, &config);
+        let core = InProcess::start(&config)?;
         let url = match &tls {
             Some(_) => format!("https://{addr}"),
             None => format!("http://{addr}"),
@@ -117,8 +90,85 @@ impl DevCluster {
             path: kubeconfig_path.clone(),
             source,
         })?;
-        let mut tasks = Vec::new();
-        tasks.push(crate::gc::spawn(state.clone(), shutdown.clone()));
+        let app = core.app.clone();
+        let stop = core.shutdown.clone();
+        let server = match tls {
+            Some(material) => tokio::spawn(async move {
+                if let Err(e) = crate::tls::serve_tls(listener, app, &material, stop).await {
+                    tracing::error!(error = %e, "TLS server stopped");
+                }
+            }),
+            None => tokio::spawn(async move {
+                let service = app.into_make_service_with_connect_info::<SocketAddr>();
+                if let Err(e) = axum::serve(listener, service)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                {
+                    tracing::error!(error = %e, "server stopped");
+                }
+            }),
+        };
+        let client = build_client(&kubeconfig_path, &url).await?;
+        Ok(Running {
+            addr,
+            url,
+            kubeconfig_path,
+            temp_kubeconfig_dir,
+            client,
+            core,
+            server: Some(server),
+        })
+    }
+}
+
+/// A devcluster without a listener or kubeconfig, driven in process: the same store, handlers,
+/// request observation (counters, fault injection), garbage collector and, when
+/// `config.node_agent` is set, simulated nodes as [`DevCluster::start`]. Without the node agent
+/// there are no nodes, pods go at once when deleted, and a test plays the scheduler and kubelet
+/// itself (the `binding` and `status` subresources). [`DevCluster::start`] serves one of these.
+pub struct InProcess {
+    state: SharedState,
+    observer: Arc<Observer>,
+    /// The observed router the listener serves.
+    app: axum::Router,
+    token: String,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Seeds a fresh store and starts the in-process controllers (call inside a Tokio runtime).
+    /// `listen`, `tls` and `kubeconfig_path` of `config` are not used.
+    pub fn start(config: &Config) -> Result<InProcess, StartError> {
+        let tokens = match &config.token_file {
+            Some(path) => Some(crate::kubeconfig::TokenFile::load(path)?),
+            None => None,
+        };
+        if config.node_agent {
+            config.nodes.validate()?;
+        }
+        let observer = Arc::new(Observer::new(config.observer.clone())?);
+        let shutdown = CancellationToken::new();
+        let state: SharedState = Arc::new(AppState {
+            store: Store::starting_at(
+                crate::store::clock_resource_version(),
+                config.history_limit,
+                config.watch_buffer,
+            ),
+            registry: Registry::with_builtins(),
+            options: ServerOptions {
+                bookmark_interval: config.bookmark_interval,
+                // Graceful pod deletion needs a kubelet to finish it; without the node agent pods
+                // go at once.
+                node_agent: config.node_agent,
+                tokens,
+            },
+            service_ips: Default::default(),
+            notes: Default::default(),
+            shutdown: shutdown.clone(),
+        });
+        seed(&state, config);
+        let mut tasks = vec![crate::gc::spawn(state.clone(), shutdown.clone())];
         let metrics_observer = observer.clone();
         let app = crate::server::router(state.clone()).route(
             "/metrics",
@@ -136,44 +186,76 @@ impl DevCluster {
             }),
         );
         let app = observer.layer(app);
-        // The simulated nodes call the same service in process (see `in_process_client`).
-        let node_app = app.clone();
-        let stop = shutdown.clone();
-        match tls {
-            Some(material) => tasks.push(tokio::spawn(async move {
-                if let Err(e) = crate::tls::serve_tls(listener, app, &material, stop).await {
-                    tracing::error!(error = %e, "TLS server stopped");
-                }
-            })),
-            None => tasks.push(tokio::spawn(async move {
-                let service = app.into_make_service_with_connect_info::<SocketAddr>();
-                if let Err(e) = axum::serve(listener, service)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
-                {
-                    tracing::error!(error = %e, "server stopped");
-                }
-            })),
-        }
-        let client = build_client(&kubeconfig_path, &url).await?;
         if config.node_agent {
+            // The simulated nodes call the same service in process (see `in_process_client`).
             tasks.push(crate::nodes::spawn_node_agent(
-                in_process_client(node_app, &config.token),
+                in_process_client(app.clone(), &config.token),
                 config.nodes.clone(),
                 shutdown.clone(),
             ));
         }
-        Ok(Running {
-            addr,
-            url,
-            kubeconfig_path,
-            temp_kubeconfig_dir,
-            client,
+        Ok(InProcess {
             state,
             observer,
+            app,
+            token: config.token.clone(),
             shutdown,
             tasks,
         })
+    }
+
+    /// The server as a service: each request goes straight to the handlers (authorization,
+    /// observation, fault injection, routing), carrying the configured bearer token and peer
+    /// `127.0.0.1` as a loopback request would. Wrap it in layers of your own and hand it to
+    /// `kube::Client::new(service, "default")`.
+    pub fn service(&self) -> axum::Router {
+        stamp_in_process(self.app.clone(), &self.token)
+    }
+
+    /// A `kube::Client` on [`InProcess::service`] (default namespace `default`, no
+    /// `User-Agent`).
+    pub fn client(&self) -> kube::Client {
+        in_process_client(self.app.clone(), &self.token)
+    }
+
+    /// The stored object, read without a request (not counted, audited or faulted).
+    /// `resource` is the plural, qualified by its group unless it is a core one: `pods`,
+    /// `sandboxes.agents.x-k8s.io`.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.state
+            .store
+            .get(resource, namespace, name)
+            .map(|o| (*o).clone())
+    }
+
+    /// The stored objects of `resource` ([`InProcess::get`]) in every namespace, read without a
+    /// request.
+    pub fn list(&self, resource: &str) -> Vec<serde_json::Value> {
+        let (items, _) = self.state.store.list(resource, None);
+        items.iter().map(|o| (**o).clone()).collect()
+    }
+
+    /// Request counters, audit log and fault injection.
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
+    }
+
+    /// Fault injection: drop the watch history, so every watch resuming from an older
+    /// resourceVersion gets ERROR 410 `Expired`.
+    pub fn compact_history(&self) {
+        self.state.store.compact();
+    }
+
+    /// Stops the in-process controllers and ends open watches.
+    pub async fn shutdown(mut self) {
+        self.stop().await;
+    }
+
+    async fn stop(&mut self) {
+        self.shutdown.cancel();
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
     }
 }
 
@@ -208,15 +290,19 @@ pub(crate) fn in_process_router() -> axum::Router {
 /// loopback (the same bearer token, no `User-Agent` as kube-rs sends none, peer `127.0.0.1`), so
 /// they are counted, audited and faulted as before.
 fn in_process_client(app: axum::Router, token: &str) -> kube::Client {
+    kube::Client::new(stamp_in_process(app, token), "default")
+}
+
+/// `app` with what a loopback request would carry: the bearer token and the peer address.
+fn stamp_in_process(app: axum::Router, token: &str) -> axum::Router {
     let stamp = Arc::new(InProcessStamp {
         authorization: http::HeaderValue::from_str(&format!("Bearer {token}")).ok(),
         peer: axum::extract::ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 0))),
     });
-    let app = app.layer(axum::middleware::map_request_with_state(
+    app.layer(axum::middleware::map_request_with_state(
         stamp,
         stamp_in_process_request,
-    ));
-    kube::Client::new(app, "default")
+    ))
 }
 
 /// What an in-process request carries that a socket would have given it.
@@ -363,10 +449,8 @@ pub struct Running {
     /// The directory holding the kubeconfig when the caller gave no path: removed on stop.
     temp_kubeconfig_dir: Option<PathBuf>,
     client: kube::Client,
-    state: SharedState,
-    observer: Arc<Observer>,
-    shutdown: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    core: InProcess,
+    server: Option<JoinHandle<()>>,
 }
 
 impl Running {
@@ -392,31 +476,31 @@ impl Running {
 
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
-        self.state.store.current_rv()
+        self.core.state.store.current_rv()
     }
 
     /// Fault injection: drop the watch history, so every watch resuming from an older
     /// resourceVersion gets ERROR 410 `Expired`.
     pub fn compact_history(&self) {
-        self.state.store.compact();
+        self.core.compact_history();
     }
 
     /// Request counters, audit log and fault injection of this cluster.
     pub fn observer(&self) -> &Arc<Observer> {
-        &self.observer
+        self.core.observer()
     }
 
     /// A token cancelled when the cluster stops.
     pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
+        self.core.shutdown.clone()
     }
 
     /// Stop serving: open watches end, in-process controllers stop; the kubeconfig written to
     /// the temp directory (when no path was given) is removed.
     pub async fn shutdown(mut self) {
-        self.shutdown.cancel();
-        for t in std::mem::take(&mut self.tasks) {
-            let _ = t.await;
+        self.core.stop().await;
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
         }
     }
 }

@@ -48,5 +48,5 @@ mod table_glue;
 mod watch;
 
 pub use api_error::{ApiError, Cause};
-pub use cluster::{DevCluster, Running, StartError};
+pub use cluster::{DevCluster, InProcess, Running, StartError};
 pub use config::Config;

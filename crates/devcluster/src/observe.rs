@@ -66,6 +66,8 @@ pub struct Observer {
 struct FaultDecision {
     latency: Duration,
     error_code: Option<u16>,
+    /// The failing rule's message, if it has one.
+    message: Option<String>,
     retry_after_seconds: u64,
     close_watch_after: Option<Duration>,
 }
@@ -144,7 +146,10 @@ impl Observer {
         let Ok(faults) = self.faults.read() else {
             return Duration::ZERO;
         };
-        faults.matching_rules(info).map(|rule| rule.event_delay).sum()
+        faults
+            .matching_rules(info)
+            .map(|rule| rule.event_delay)
+            .sum()
     }
 
     fn decide(&self, info: &RequestInfo) -> FaultDecision {
@@ -168,6 +173,7 @@ impl Observer {
                 && rng.random::<f64>() < rule.error_rate
             {
                 decision.error_code = Some(rule.error_code);
+                decision.message = rule.message.clone();
             }
         }
         if info.verb == "watch"
@@ -241,7 +247,14 @@ pub async fn observe_middleware(
     }
 
     let (response, injected) = match decision.error_code {
-        Some(code) => (injected_response(code, decision.retry_after_seconds), true),
+        Some(code) => (
+            injected_response(
+                code,
+                decision.retry_after_seconds,
+                decision.message.as_deref(),
+            ),
+            true,
+        ),
         None => (next.run(request).await, false),
     };
     let code = response.status().as_u16();
@@ -292,8 +305,8 @@ fn dry_run_values(query: Option<&str>) -> String {
     values.join(",")
 }
 
-fn injected_response(code: u16, retry_after_seconds: u64) -> Response {
-    let body = faults::injected_status(code, retry_after_seconds).to_string();
+fn injected_response(code: u16, retry_after_seconds: u64, message: Option<&str>) -> Response {
+    let body = faults::injected_status(code, retry_after_seconds, message).to_string();
     let status =
         http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let mut builder = Response::builder()

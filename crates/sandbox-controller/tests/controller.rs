@@ -1,19 +1,19 @@
-//! The Sandbox controller running against an in-process API server: each test drives it through
+//! The Sandbox controller running against devcluster in process: each test drives it through
 //! the API and asserts what a user would see (objects, status, conditions).
 
-use crate::{fake_api, harness};
+use crate::{cluster, harness};
 
 use std::time::Duration;
 
-use fake_api::FakeApi;
+use cluster::Cluster;
 use harness::*;
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn new_sandbox_gets_an_owned_pod_and_status() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("sb1", json!({})));
+    api.apply("sandboxes", sandbox("sb1", json!({}))).await;
 
     let pod = wait_for("pod", || api.get("pods", NS, "sb1")).await;
     let sb = api.get("sandboxes", NS, "sb1").unwrap();
@@ -57,7 +57,7 @@ async fn new_sandbox_gets_an_owned_pod_and_status() {
         "no Service unless asked for"
     );
 
-    make_pod_ready(&api, "sb1", "node-1", "127.0.0.5");
+    make_pod_ready(&api, "sb1", "node-1", "127.0.0.5").await;
     let sb = wait_for("ready", || {
         api.get("sandboxes", NS, "sb1")
             .filter(|s| condition(s, "Ready").is_some_and(|c| c.0 == "True"))
@@ -71,11 +71,11 @@ async fn new_sandbox_gets_an_owned_pod_and_status() {
 
 #[tokio::test]
 async fn requested_service_is_headless_and_reported() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     let mut sb = sandbox("web", json!({"service": true}));
     sb["spec"]["podTemplate"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 8080}]);
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
 
     let svc = wait_for("service", || api.get("services", NS, "web")).await;
     let hash = sandbox_controller::keys::name_hash("web");
@@ -88,7 +88,7 @@ async fn requested_service_is_headless_and_reported() {
     })
     .await;
     assert_eq!(sb["status"]["serviceFQDN"], "web.default.svc.cluster.local");
-    make_pod_ready(&api, "web", "node-1", "127.0.0.6");
+    make_pod_ready(&api, "web", "node-1", "127.0.0.6").await;
     let sb = wait_for("ready", || {
         api.get("sandboxes", NS, "web")
             .filter(|s| condition(s, "Ready").is_some_and(|c| c.0 == "True"))
@@ -103,7 +103,7 @@ async fn requested_service_is_headless_and_reported() {
 
 #[tokio::test]
 async fn volume_claim_templates_create_owned_pvcs_mounted_by_the_pod() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     api.apply(
         "sandboxes",
@@ -112,7 +112,7 @@ async fn volume_claim_templates_create_owned_pvcs_mounted_by_the_pod() {
             json!({"volumeClaimTemplates": [{"metadata": {"name": "work", "labels": {"tier": "x"}},
                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
         ),
-    );
+    ).await;
     let pvc = wait_for("pvc", || {
         api.get("persistentvolumeclaims", NS, "work-data-sb")
     })
@@ -135,7 +135,7 @@ async fn volume_claim_templates_create_owned_pvcs_mounted_by_the_pod() {
 
 #[tokio::test]
 async fn suspend_deletes_the_pod_and_resume_brings_it_back() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     api.apply(
         "sandboxes",
@@ -143,13 +143,13 @@ async fn suspend_deletes_the_pod_and_resume_brings_it_back() {
             "sus",
             json!({"service": true, "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}),
         ),
-    );
+    ).await;
     wait_for("pod", || api.get("pods", NS, "sus")).await;
     let first_uid = api.get("pods", NS, "sus").unwrap()["metadata"]["uid"].clone();
 
     let mut sb = api.get("sandboxes", NS, "sus").unwrap();
     sb["spec"]["operatingMode"] = json!("Suspended");
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
     wait_for("pod deleted", || {
         api.get("pods", NS, "sus").is_none().then_some(())
     })
@@ -180,7 +180,7 @@ async fn suspend_deletes_the_pod_and_resume_brings_it_back() {
 
     let mut sb = api.get("sandboxes", NS, "sus").unwrap();
     sb["spec"]["operatingMode"] = json!("Running");
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
     let pod = wait_for("pod back", || api.get("pods", NS, "sus")).await;
     assert_ne!(pod["metadata"]["uid"], first_uid);
     assert_eq!(
@@ -197,14 +197,14 @@ async fn suspend_deletes_the_pod_and_resume_brings_it_back() {
 
 #[tokio::test]
 async fn retain_expiry_removes_children_and_keeps_the_sandbox() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     let at =
         k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_millis(1500);
     api.apply(
         "sandboxes",
         sandbox("exp", json!({"service": true, "shutdownTime": at.strftime("%Y-%m-%dT%H:%M:%S%.fZ").to_string()})),
-    );
+    ).await;
     wait_for("pod", || api.get("pods", NS, "exp")).await;
     wait_for("service", || api.get("services", NS, "exp")).await;
     // No other event happens: the controller must wake up at shutdownTime by itself.
@@ -232,7 +232,7 @@ async fn retain_expiry_removes_children_and_keeps_the_sandbox() {
 
 #[tokio::test]
 async fn delete_expiry_removes_the_sandbox() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     api.apply(
         "sandboxes",
@@ -240,7 +240,8 @@ async fn delete_expiry_removes_the_sandbox() {
             "gone",
             json!({"shutdownTime": "2020-01-01T00:00:00Z", "shutdownPolicy": "Delete"}),
         ),
-    );
+    )
+    .await;
     wait_for("sandbox deleted", || {
         api.get("sandboxes", NS, "gone").is_none().then_some(())
     })
@@ -260,7 +261,7 @@ fn foreign_pod(name: &str, labels: Value, owner: Option<Value>) -> Value {
 
 #[tokio::test]
 async fn planted_pods_are_never_adopted_whatever_their_labels() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     // Unowned, named like the future Sandbox, with every label the reference accepted as
     // authorization: the tracking label and `adoptable`.
     api.apply(
@@ -271,15 +272,27 @@ async fn planted_pods_are_never_adopted_whatever_their_labels() {
                    HASH_LABEL: sandbox_controller::keys::name_hash("planted")}),
             None,
         ),
-    );
-    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-uid", "controller": true});
+    )
+    .await;
+    let web = api
+        .apply(
+            "deployments",
+            json!({"metadata": {"name": "web", "namespace": NS}, "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                             "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+        )
+        .await;
+    let dep_uid = web["metadata"]["uid"].as_str().expect("uid").to_string();
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": dep_uid, "controller": true});
     api.apply(
         "pods",
         foreign_pod("taken", json!({}), Some(deployment.clone())),
-    );
+    )
+    .await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("planted", json!({})));
-    api.apply("sandboxes", sandbox("taken", json!({})));
+    api.apply("sandboxes", sandbox("planted", json!({}))).await;
+    api.apply("sandboxes", sandbox("taken", json!({}))).await;
 
     let sb = wait_for("refusal", || {
         api.get("sandboxes", NS, "planted")
@@ -304,7 +317,7 @@ async fn planted_pods_are_never_adopted_whatever_their_labels() {
     .await;
     let msg = condition(&sb, "Ready").unwrap().2;
     assert!(
-        msg.contains("is owned by Deployment/web (UID: dep-uid)"),
+        msg.contains(&format!("is owned by Deployment/web (UID: {dep_uid})")),
         "{msg}"
     );
     let pod = api.get("pods", NS, "taken").unwrap();
@@ -319,7 +332,7 @@ async fn planted_pods_are_never_adopted_whatever_their_labels() {
 
 #[tokio::test]
 async fn template_labels_cannot_spoof_the_tracking_label() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     let victim_hash = sandbox_controller::keys::name_hash("victim");
     api.apply(
@@ -330,7 +343,7 @@ async fn template_labels_cannot_spoof_the_tracking_label() {
                 "labels": {HASH_LABEL: victim_hash, "extensions.agents.x-k8s.io/x": "evil", "team": "a"},
                 "annotations": {"agents.x-k8s.io/pod-name": "victim", "opentelemetry.io/trace-context": "x", "note": "n"}}}}),
         ),
-    );
+    ).await;
     let pod = wait_for("pod", || api.get("pods", NS, "attacker")).await;
     let own_hash = sandbox_controller::keys::name_hash("attacker");
     assert_eq!(
@@ -348,7 +361,7 @@ async fn template_labels_cannot_spoof_the_tracking_label() {
 
 #[tokio::test]
 async fn removed_template_label_is_pruned_but_third_party_labels_stay() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     api.apply(
         "sandboxes",
@@ -356,13 +369,14 @@ async fn removed_template_label_is_pruned_but_third_party_labels_stay() {
             "prune",
             json!({"podTemplate": {"metadata": {"labels": {"a": "1", "b": "2"}}}}),
         ),
-    );
+    )
+    .await;
     let mut pod = wait_for("pod", || api.get("pods", NS, "prune")).await;
     pod["metadata"]["labels"]["third-party"] = json!("keep");
-    api.apply("pods", pod);
+    api.apply("pods", pod).await;
     let mut sb = api.get("sandboxes", NS, "prune").unwrap();
     sb["spec"]["podTemplate"]["metadata"]["labels"] = json!({"a": "1"});
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
     let pod = wait_for("pruned", || {
         api.get("pods", NS, "prune")
             .filter(|p| p["metadata"]["labels"].get("b").is_none())
@@ -379,9 +393,9 @@ async fn removed_template_label_is_pruned_but_third_party_labels_stay() {
 
 #[tokio::test]
 async fn multiple_owned_pods_are_reported_without_a_hot_loop() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("multi", json!({})));
+    api.apply("sandboxes", sandbox("multi", json!({}))).await;
     wait_for("pod", || api.get("pods", NS, "multi")).await;
     let sb = api.get("sandboxes", NS, "multi").unwrap();
     let owner = json!({"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox", "name": "multi",
@@ -390,7 +404,8 @@ async fn multiple_owned_pods_are_reported_without_a_hot_loop() {
     api.apply(
         "pods",
         foreign_pod("multi-extra", json!({ HASH_LABEL: hash }), Some(owner)),
-    );
+    )
+    .await;
     let sb = wait_for("multiple pods", || {
         api.get("sandboxes", NS, "multi")
             .filter(|_| ready_reason(&api, "multi").as_deref() == Some("MultiplePods"))
@@ -400,10 +415,10 @@ async fn multiple_owned_pods_are_reported_without_a_hot_loop() {
         condition(&sb, "Ready").unwrap().2,
         "multiple Pods (2) are controlled by this Sandbox; refusing to choose or create a Pod"
     );
-    let writes_before = api.writes_matching("/sandboxes/multi").len();
+    let writes_before = api.writes_to("sandboxes");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        api.writes_matching("/sandboxes/multi").len(),
+        api.writes_to("sandboxes"),
         writes_before,
         "no further writes"
     );
@@ -413,21 +428,20 @@ async fn multiple_owned_pods_are_reported_without_a_hot_loop() {
 
 #[tokio::test]
 async fn rejected_pod_create_is_reported_and_retried() {
-    let api = FakeApi::new();
-    api.inject_fault(|method, path| {
-        (method == "POST" && path.ends_with("/pods")).then(|| {
-            (
-                422,
-                "Pod \"bad\" is invalid: spec.containers[0].image: Required value".to_string(),
-            )
-        })
-    });
+    let api = Cluster::start().await;
+    api.reject(
+        "create",
+        "pods",
+        422,
+        "Pod \"bad\" is invalid: spec.containers[0].image: Required value",
+    );
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("bad", json!({})));
+    api.apply("sandboxes", sandbox("bad", json!({}))).await;
     api.apply(
         "sandboxes",
         sandbox("good-neighbour", json!({"operatingMode": "Suspended"})),
-    );
+    )
+    .await;
     let sb = wait_for("error condition", || {
         api.get("sandboxes", NS, "bad")
             .filter(|_| ready_reason(&api, "bad").as_deref() == Some("ReconcilerError"))
@@ -443,7 +457,7 @@ async fn rejected_pod_create_is_reported_and_retried() {
         (ready_reason(&api, "good-neighbour").as_deref() == Some("SandboxSuspended")).then_some(())
     })
     .await;
-    api.clear_fault();
+    api.clear_faults();
     wait_for("retried with backoff and recovered", || {
         api.get("pods", NS, "bad")
     })
@@ -453,13 +467,14 @@ async fn rejected_pod_create_is_reported_and_retried() {
 
 #[tokio::test]
 async fn restart_in_the_middle_of_a_burst_converges_without_duplicates() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
     for i in 0..60 {
         api.apply(
             "sandboxes",
             sandbox(&format!("burst-{i}"), json!({"service": true})),
-        );
+        )
+        .await;
     }
     wait_for("some progress", || {
         (api.list("pods").len() >= 10).then_some(())
@@ -468,10 +483,14 @@ async fn restart_in_the_middle_of_a_burst_converges_without_duplicates() {
     ctl.stop().await;
     let ctl = start_controller(&api);
     wait_for("all pods", || (api.list("pods").len() == 60).then_some(())).await;
-    wait_for("all services", || {
-        (api.list("services").len() == 60).then_some(())
-    })
-    .await;
+    // The cluster's own `kubernetes` Service aside.
+    let services = || {
+        api.list("services")
+            .iter()
+            .filter(|s| s["metadata"]["name"] != "kubernetes")
+            .count()
+    };
+    wait_for("all services", || (services() == 60).then_some(())).await;
     for i in 0..60 {
         let name = format!("burst-{i}");
         let uid = api.get("sandboxes", NS, &name).unwrap()["metadata"]["uid"].clone();
@@ -485,43 +504,40 @@ async fn restart_in_the_middle_of_a_burst_converges_without_duplicates() {
 
 #[tokio::test]
 async fn happy_path_write_count_is_small_and_idle_sandboxes_cost_nothing() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("count", json!({})));
+    api.apply("sandboxes", sandbox("count", json!({}))).await;
     wait_for("pod", || api.get("pods", NS, "count")).await;
-    make_pod_ready(&api, "count", "node-1", "127.0.0.9");
+    make_pod_ready(&api, "count", "node-1", "127.0.0.9").await;
     wait_for("ready", || {
         (ready_reason(&api, "count").as_deref() == Some("DependenciesReady")).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let sandbox_writes = api.writes_matching("/sandboxes/count");
-    let pod_writes: Vec<_> = api
-        .writes_matching("/pods")
-        .into_iter()
-        .filter(|w| w.method != "GET")
-        .collect();
+    let sandbox_writes = api.writes_to("sandboxes");
+    let pod_writes = api.writes_to("pods");
     // 1 Pod create; on the Sandbox: the pod-name annotation and at most 3 status writes
     // (created, the Pod observed, Ready).
-    assert_eq!(pod_writes.len(), 1, "{pod_writes:?}");
-    assert!(sandbox_writes.len() <= 4, "{sandbox_writes:?}");
-    let settled = api.writes_matching("/sandboxes/count").len();
+    assert_eq!(pod_writes, 1, "{:?}", api.writes());
+    assert!(sandbox_writes <= 4, "{:?}", api.writes());
+    let settled = api.writes_to("sandboxes");
     // An unrelated change of the Pod (a third-party annotation) costs no Sandbox write.
     let mut pod = api.get("pods", NS, "count").unwrap();
     pod["metadata"]["annotations"]["x"] = json!("y");
-    api.apply("pods", pod);
+    api.apply("pods", pod).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(api.writes_matching("/sandboxes/count").len(), settled);
+    assert_eq!(api.writes_to("sandboxes"), settled);
     ctl.stop().await;
 }
 
 #[tokio::test]
 async fn a_deleted_pod_is_recreated_and_a_deleted_sandbox_takes_its_children() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("heal", json!({"service": true})));
+    api.apply("sandboxes", sandbox("heal", json!({"service": true})))
+        .await;
     let first = wait_for("pod", || api.get("pods", NS, "heal")).await;
-    api.delete("pods", NS, "heal");
+    api.delete("pods", NS, "heal").await;
     let second = wait_for("pod recreated", || {
         api.get("pods", NS, "heal")
             .filter(|p| p["metadata"]["uid"] != first["metadata"]["uid"])
@@ -529,7 +545,7 @@ async fn a_deleted_pod_is_recreated_and_a_deleted_sandbox_takes_its_children() {
     .await;
     assert_eq!(second["metadata"]["ownerReferences"][0]["kind"], "Sandbox");
     wait_for("service", || api.get("services", NS, "heal")).await;
-    api.delete("sandboxes", NS, "heal");
+    api.delete("sandboxes", NS, "heal").await;
     wait_for("children collected", || {
         (api.get("pods", NS, "heal").is_none() && api.get("services", NS, "heal").is_none())
             .then_some(())
@@ -545,17 +561,17 @@ async fn a_deleted_pod_is_recreated_and_a_deleted_sandbox_takes_its_children() {
 
 #[tokio::test]
 async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
-    let api = FakeApi::new();
+    let api = Cluster::start().await;
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("slow", json!({})));
+    api.apply("sandboxes", sandbox("slow", json!({}))).await;
     let mut pod = wait_for("pod", || api.get("pods", NS, "slow")).await;
     let first_uid = pod["metadata"]["uid"].clone();
     pod["metadata"]["finalizers"] = json!(["example.com/hold"]);
-    api.apply("pods", pod);
+    api.apply("pods", pod).await;
 
     let mut sb = api.get("sandboxes", NS, "slow").unwrap();
     sb["spec"]["operatingMode"] = json!("Suspended");
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
     let sb = wait_for("suspending", || {
         api.get("sandboxes", NS, "slow")
             .filter(|s| condition(s, "Suspended").is_some_and(|c| c.1 == "PodTerminating"))
@@ -571,7 +587,7 @@ async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
     // Resume while the old Pod is still terminating: no second Pod.
     let mut sb = api.get("sandboxes", NS, "slow").unwrap();
     sb["spec"]["operatingMode"] = json!("Running");
-    api.apply("sandboxes", sb);
+    api.apply("sandboxes", sb).await;
     wait_for("not suspended", || {
         api.get("sandboxes", NS, "slow")
             .filter(|s| condition(s, "Suspended").is_some_and(|c| c.1 == "NotSuspended"))
@@ -587,7 +603,7 @@ async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
     // The finalizer goes, the old Pod disappears, and a fresh one is created.
     let mut pod = api.get("pods", NS, "slow").unwrap();
     pod["metadata"]["finalizers"] = json!([]);
-    api.apply("pods", pod);
+    api.apply("pods", pod).await;
     let fresh = wait_for("fresh pod", || {
         api.get("pods", NS, "slow")
             .filter(|p| p["metadata"]["uid"] != first_uid)
@@ -600,10 +616,10 @@ async fn resume_waits_for_a_terminating_pod_before_creating_a_new_one() {
 #[tokio::test]
 async fn events_are_published_unless_disabled() {
     for events in [true, false] {
-        let api = FakeApi::new();
+        let api = Cluster::start().await;
         let ctl = start_controller_with_events(&api, events);
         // Creating a Sandbox publishes nothing (as the reference); expiring it does.
-        api.apply("sandboxes", sandbox("ev", json!({})));
+        api.apply("sandboxes", sandbox("ev", json!({}))).await;
         wait_for("pod", || api.get("pods", NS, "ev")).await;
         wait_for("annotation", || {
             api.get("sandboxes", NS, "ev")
@@ -615,7 +631,8 @@ async fn events_are_published_unless_disabled() {
         api.apply(
             "sandboxes",
             sandbox("ev", json!({"shutdownTime": "2020-01-01T00:00:00Z"})),
-        );
+        )
+        .await;
         wait_for("expired", || {
             (ready_reason(&api, "ev").as_deref() == Some("SandboxExpired")).then_some(())
         })

@@ -2,8 +2,8 @@
 //! binary (one link instead of one per file). The pure tests (desired state, status, plans)
 //! are unit tests in `src/`: `cargo test -p sandbox-controller --lib`.
 
-#[path = "support/fake_api.rs"]
-mod fake_api;
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/harness.rs"]
 mod harness;
 

@@ -1,9 +1,9 @@
 //! The controller's work-queue metrics (`workqueue_*`, controller-runtime's names with
 //! `name="sandbox"`) follow its reconciles: keys waiting, failures retried, an idle queue empty.
 
-use crate::{fake_api, harness};
+use crate::{cluster, harness};
 
-use fake_api::FakeApi;
+use cluster::Cluster;
 use harness::*;
 use serde_json::json;
 
@@ -20,23 +20,26 @@ fn sample(scrape: &str, family: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn work_queue_metrics_count_adds_retries_and_drain_to_zero() {
-    let api = FakeApi::new();
-    api.inject_fault(|method, path| {
-        (method == "POST" && path.ends_with("/pods"))
-            .then(|| (422, "spec.containers[0].image: Required value".to_string()))
-    });
+    let api = Cluster::start().await;
+    api.reject(
+        "create",
+        "pods",
+        422,
+        "spec.containers[0].image: Required value",
+    );
     let ctl = start_controller(&api);
-    api.apply("sandboxes", sandbox("bad", json!({})));
+    api.apply("sandboxes", sandbox("bad", json!({}))).await;
     api.apply(
         "sandboxes",
         sandbox("quiet", json!({"operatingMode": "Suspended"})),
-    );
+    )
+    .await;
     wait_for("a failed pass counted as a retry", || {
         let scrape = ctl.scrape();
         (sample(&scrape, "workqueue_retries_total")? >= 1.0).then_some(())
     })
     .await;
-    api.clear_fault();
+    api.clear_faults();
     wait_for("the retried Sandbox gets its Pod", || {
         api.get("pods", NS, "bad")
     })

@@ -32,6 +32,9 @@ pub struct FaultRule {
     /// cache has not seen it yet). Looked up as each event leaves, so a rule installed while a
     /// watch is open applies to it (an event already held waits out its delay).
     pub event_delay: Duration,
+    /// The `Status` message of injected failures, e.g. an admission denial's text for a 422;
+    /// `None` gives the code's generic message.
+    pub message: Option<String>,
 }
 
 impl Default for FaultRule {
@@ -43,6 +46,7 @@ impl Default for FaultRule {
             error_code: 500,
             latency: Duration::ZERO,
             event_delay: Duration::ZERO,
+            message: None,
         }
     }
 }
@@ -188,13 +192,16 @@ pub fn reason_for_code(code: u16) -> &'static str {
 }
 
 /// The `Status` body of an injected failure (pure).
-pub fn injected_status(code: u16, retry_after_seconds: u64) -> Value {
-    let message = match code {
-        429 => "Too many requests, please try again later. (injected fault)".to_string(),
-        500 => "Internal error occurred: injected fault".to_string(),
-        503 => "the server is currently unable to handle the request (injected fault)".to_string(),
-        504 => "Timeout: request did not complete within requested timeout - context deadline exceeded (injected fault)".to_string(),
-        other => format!("injected fault (HTTP {other})"),
+pub fn injected_status(code: u16, retry_after_seconds: u64, message: Option<&str>) -> Value {
+    let message = match (message, code) {
+        (Some(message), _) => message.to_string(),
+        (None, 429) => "Too many requests, please try again later. (injected fault)".to_string(),
+        (None, 500) => "Internal error occurred: injected fault".to_string(),
+        (None, 503) => {
+            "the server is currently unable to handle the request (injected fault)".to_string()
+        }
+        (None, 504) => "Timeout: request did not complete within requested timeout - context deadline exceeded (injected fault)".to_string(),
+        (None, other) => format!("injected fault (HTTP {other})"),
     };
     let mut status = json!({
         "kind": "Status",
@@ -319,17 +326,24 @@ mod tests {
 
     #[test]
     fn injected_statuses_look_like_a_real_server() {
-        let s = injected_status(429, 2);
+        let s = injected_status(429, 2, None);
         assert_eq!(s["kind"], "Status");
         assert_eq!(s["reason"], "TooManyRequests");
         assert_eq!(s["code"], 429);
         assert_eq!(s["details"]["retryAfterSeconds"], 2);
-        assert_eq!(injected_status(503, 1)["reason"], "ServiceUnavailable");
-        assert_eq!(injected_status(500, 1)["reason"], "InternalError");
-        assert_eq!(injected_status(504, 1)["reason"], "Timeout");
-        assert_eq!(injected_status(418, 1)["reason"], "Unknown");
+        assert_eq!(
+            injected_status(503, 1, None)["reason"],
+            "ServiceUnavailable"
+        );
+        assert_eq!(injected_status(500, 1, None)["reason"], "InternalError");
+        assert_eq!(injected_status(504, 1, None)["reason"], "Timeout");
+        assert_eq!(injected_status(418, 1, None)["reason"], "Unknown");
+        let denied = injected_status(422, 1, Some("spec.x: Required value"));
+        assert_eq!(denied["message"], "spec.x: Required value");
+        assert_eq!(denied["code"], 422);
         // kube-rs turns any of these into an `ErrorResponse`.
-        let parsed: kube::core::Status = serde_json::from_value(injected_status(503, 1)).unwrap();
+        let parsed: kube::core::Status =
+            serde_json::from_value(injected_status(503, 1, None)).unwrap();
         assert_eq!(parsed.code, 503);
     }
 }

@@ -1,5 +1,6 @@
-//! What the controller tests share: starting the controller against a [`FakeApi`], waiting for
-//! a condition with a deadline, building Sandboxes and playing the kubelet.
+//! What the controller tests share: starting the controller against a [`Cluster`] (devcluster
+//! in process), waiting for a condition with a deadline, building Sandboxes and playing the
+//! scheduler and the kubelet.
 
 #![allow(dead_code)] // each test binary uses a different subset
 
@@ -10,7 +11,7 @@ use sandbox_controller::{ControllerOptions, SandboxController, Settings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::fake_api::FakeApi;
+use crate::cluster::Cluster;
 
 pub const NS: &str = "default";
 pub const DEADLINE: Duration = Duration::from_secs(10);
@@ -23,16 +24,16 @@ pub struct Running {
     registry: Registry,
 }
 
-pub fn start_controller(api: &FakeApi) -> Running {
+pub fn start_controller(api: &Cluster) -> Running {
     start_controller_with_events(api, true)
 }
 
-pub fn start_controller_with_events(api: &FakeApi, events: bool) -> Running {
+pub fn start_controller_with_events(api: &Cluster, events: bool) -> Running {
     start_controller_with(api, |s| s.events = events)
 }
 
 /// Starts the controller with the test defaults, adjusted by `tweak`.
-pub fn start_controller_with(api: &FakeApi, tweak: impl FnOnce(&mut Settings)) -> Running {
+pub fn start_controller_with(api: &Cluster, tweak: impl FnOnce(&mut Settings)) -> Running {
     let mut registry = Registry::default();
     let mut settings = Settings {
         cluster_domain: "cluster.local".into(),
@@ -44,7 +45,7 @@ pub fn start_controller_with(api: &FakeApi, tweak: impl FnOnce(&mut Settings)) -
         workers: 8,
         ..Default::default()
     };
-    let controller = SandboxController::new(api.client(), options, &mut registry);
+    let controller = SandboxController::new(api.controller_client(), options, &mut registry);
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
@@ -69,6 +70,21 @@ impl Running {
     pub async fn stop(self) {
         self.shutdown.cancel();
         let _ = tokio::time::timeout(DEADLINE, self.task).await;
+    }
+}
+
+/// [`wait_for`] with an async probe.
+pub async fn wait_for_async<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut probe: impl FnMut() -> F,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -106,24 +122,30 @@ pub fn condition(obj: &Value, type_: &str) -> Option<(String, String, String)> {
         })
 }
 
-pub fn ready_reason(api: &FakeApi, name: &str) -> Option<String> {
+pub fn ready_reason(api: &Cluster, name: &str) -> Option<String> {
     api.get("sandboxes", NS, name)
         .and_then(|s| condition(&s, "Ready"))
         .map(|c| c.1)
 }
 
-/// What a kubelet would do: the Pod runs on `node` with `ip` and is Ready.
-pub fn make_pod_ready(api: &FakeApi, name: &str, node: &str, ip: &str) {
-    let mut pod = api.get("pods", NS, name).expect("pod exists");
-    pod["spec"]["nodeName"] = json!(node);
-    pod["status"] = json!({
-        "phase": "Running",
-        "podIP": ip,
-        "podIPs": [{"ip": ip}],
-        "conditions": [
-            {"type": "PodScheduled", "status": "True"},
-            {"type": "Ready", "status": "True"}
-        ]
-    });
-    api.apply("pods", pod);
+/// What the scheduler and a kubelet would do: the Pod is bound to `node` (unless it is bound
+/// already) and runs with `ip`, Ready.
+pub async fn make_pod_ready(api: &Cluster, name: &str, node: &str, ip: &str) {
+    let pod = api.get("pods", NS, name).expect("pod exists");
+    if pod["spec"]["nodeName"].is_null() {
+        api.bind_pod(name, node).await;
+    }
+    api.patch_pod_status(
+        name,
+        json!({
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"}
+            ]
+        }),
+    )
+    .await;
 }
