@@ -35,6 +35,7 @@ use serde_json::json;
 pub mod cluster;
 pub mod counters;
 pub mod error;
+pub mod interrupt;
 pub mod optimized_client;
 pub mod proc_stats;
 pub mod prom;
@@ -146,7 +147,7 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
-    runtime.block_on(run_async(args))
+    runtime.block_on(interrupt::until_signalled(run_async(args)))
 }
 
 async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {

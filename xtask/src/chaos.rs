@@ -188,7 +188,7 @@ pub fn run(args: &ChaosArgs) -> Result<(), BenchError> {
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
-    runtime.block_on(run_async(args))
+    runtime.block_on(crate::bench::interrupt::until_signalled(run_async(args)))
 }
 
 async fn run_async(args: &ChaosArgs) -> Result<(), BenchError> {

@@ -329,36 +329,28 @@ impl Stack {
         options: &RealOptions,
         controller_options: &ControllerOptions,
     ) -> Result<Stack, BenchError> {
-        use realcluster::release_rbac::{self, SYSTEM_NAMESPACE};
-        std::fs::create_dir_all(dir).map_err(|e| BenchError::io("creating", dir, e))?;
-        let real = |what: &str, e: realcluster::Error| {
-            BenchError::Unavailable(format!("the real control plane: {what}: {e}"))
-        };
-        let cluster = realcluster::RealCluster::start(realcluster::Options {
-            nodes: options.nodes,
-            pod_startup_delay: options.pod_startup_delay,
-            ..realcluster::Options::default()
-        })
-        .await
-        .map_err(|e| real("starting it (docs/cluster.md)", e))?;
-        let cluster = Box::new(cluster);
-        let kubeconfig = dir.join("kubeconfig");
-        cluster
-            .write_kubeconfig(&kubeconfig)
-            .map_err(|e| real("writing the admin kubeconfig", e))?;
-        let admin = cluster
-            .client()
-            .await
-            .map_err(|e| real("an admin client", e))?;
-        release_rbac::install(&admin)
-            .await
-            .map_err(|e| real("installing the release's RBAC", e))?;
+        use realcluster::release_rbac;
+        let RealStart {
+            cluster,
+            kubeconfig,
+            admin,
+            client,
+            controller_kubeconfigs,
+        } = start_real_control_plane(
+            dir,
+            realcluster::Options {
+                nodes: options.nodes,
+                pod_startup_delay: options.pod_startup_delay,
+                ..realcluster::Options::default()
+            },
+        )
+        .await?;
         // The conversion webhooks, as the release runs them: kube-apiserver calls them for any
         // client that reads a non-storage version. An ExternalName Service to 127.0.0.1 routes
         // the CRDs' `service` reference to loopback (no kube-proxy; Endpoints may not name a
         // loopback address); the CRDs get the port (see `Stack::install_crds`).
         let services: kube::Api<k8s_openapi::api::core::v1::Service> =
-            kube::Api::namespaced(admin.clone(), SYSTEM_NAMESPACE);
+            kube::Api::namespaced(admin, release_rbac::SYSTEM_NAMESPACE);
         let mut webhook_ports = Vec::new();
         for kind in ControllerKind::ALL {
             let service = serde_json::from_value(serde_json::json!({
@@ -371,27 +363,6 @@ impl Stack {
                 .map_err(|e| BenchError::kube("creating the webhook Service", e))?;
             webhook_ports.push((kind, free_local_addr()?.port()));
         }
-        let mut controller_kubeconfigs = Vec::new();
-        for (kind, account) in [
-            (ControllerKind::Sandbox, release_rbac::SANDBOX_CONTROLLER),
-            (
-                ControllerKind::Extensions,
-                release_rbac::EXTENSIONS_CONTROLLER,
-            ),
-        ] {
-            let text = cluster
-                .service_account_kubeconfig(
-                    SYSTEM_NAMESPACE,
-                    account.account,
-                    Duration::from_secs(6 * 3600),
-                )
-                .await
-                .map_err(|e| real("a token of the controller's ServiceAccount", e))?;
-            let path = dir.join(format!("{}.kubeconfig", kind.name()));
-            write_private(&path, &text)?;
-            controller_kubeconfigs.push((kind, path));
-        }
-        let client = bench_client(&kubeconfig).await?;
         let audit = std::sync::Mutex::new(super::counters::AuditTally::new(
             cluster.audit_log_path().to_path_buf(),
         ));
@@ -844,6 +815,78 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Ben
 }
 
 /// The benchmark's client: the kubeconfig devcluster wrote, with [`BENCH_USER_AGENT`].
+/// The real control plane as the benchmark and `cargo xtask chaos` run it ([`start_real_control_plane`]).
+pub struct RealStart {
+    pub cluster: Box<realcluster::RealCluster>,
+    /// The admin kubeconfig, in the run's directory.
+    pub kubeconfig: PathBuf,
+    /// An admin client without the benchmark's user agent (set-up requests are not the
+    /// benchmark's).
+    pub admin: kube::Client,
+    /// The benchmark client ([`bench_client`] on the admin kubeconfig).
+    pub client: kube::Client,
+    /// Per controller, a kubeconfig with a token of its own ServiceAccount (never the admin's).
+    pub controller_kubeconfigs: Vec<(ControllerKind, PathBuf)>,
+}
+
+/// Starts the real control plane with `options`, writes its admin kubeconfig to
+/// `dir/kubeconfig`, installs the release's Namespace, ServiceAccounts and RBAC, and writes a
+/// kubeconfig per controller (`dir/<controller>.kubeconfig`, a 6-hour token of its
+/// ServiceAccount), so each controller runs as the release runs it.
+pub async fn start_real_control_plane(
+    dir: &Path,
+    options: realcluster::Options,
+) -> Result<RealStart, BenchError> {
+    use realcluster::release_rbac::{self, SYSTEM_NAMESPACE};
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::io("creating", dir, e))?;
+    let real = |what: &str, e: realcluster::Error| {
+        BenchError::Unavailable(format!("the real control plane: {what}: {e}"))
+    };
+    let cluster = realcluster::RealCluster::start(options)
+        .await
+        .map_err(|e| real("starting it (docs/cluster.md)", e))?;
+    let cluster = Box::new(cluster);
+    let kubeconfig = dir.join("kubeconfig");
+    cluster
+        .write_kubeconfig(&kubeconfig)
+        .map_err(|e| real("writing the admin kubeconfig", e))?;
+    let admin = cluster
+        .client()
+        .await
+        .map_err(|e| real("an admin client", e))?;
+    release_rbac::install(&admin)
+        .await
+        .map_err(|e| real("installing the release's RBAC", e))?;
+    let mut controller_kubeconfigs = Vec::new();
+    for (kind, account) in [
+        (ControllerKind::Sandbox, release_rbac::SANDBOX_CONTROLLER),
+        (
+            ControllerKind::Extensions,
+            release_rbac::EXTENSIONS_CONTROLLER,
+        ),
+    ] {
+        let text = cluster
+            .service_account_kubeconfig(
+                SYSTEM_NAMESPACE,
+                account.account,
+                Duration::from_secs(6 * 3600),
+            )
+            .await
+            .map_err(|e| real("a token of the controller's ServiceAccount", e))?;
+        let path = dir.join(format!("{}.kubeconfig", kind.name()));
+        write_private(&path, &text)?;
+        controller_kubeconfigs.push((kind, path));
+    }
+    let client = bench_client(&kubeconfig).await?;
+    Ok(RealStart {
+        cluster,
+        kubeconfig,
+        admin,
+        client,
+        controller_kubeconfigs,
+    })
+}
+
 pub async fn bench_client(kubeconfig: &Path) -> Result<kube::Client, BenchError> {
     let fail = |message: String| BenchError::Kubeconfig {
         path: kubeconfig.to_path_buf(),

@@ -72,6 +72,10 @@ pub enum BenchError {
     #[error("serializing the report: {0}")]
     Json(#[from] serde_json::Error),
 
+    /// The run was stopped by a signal; the processes it started were stopped with it.
+    #[error("stopped by {0}; the processes this run started were stopped")]
+    Interrupted(&'static str),
+
     /// The async runtime could not be built.
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),

@@ -14,12 +14,11 @@
 //! `api-faults` stays devcluster's ([`REAL_CLUSTER_NO_FAULTS`]).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::bench::BenchError;
 use crate::bench::cluster::{
     Binaries, Controller, ControllerKind, ControllerOptions, ControllerSpawn, DevclusterOptions,
-    Stack, bench_client, spawn_controller, wait_ready,
+    RealStart, Stack, spawn_controller, start_real_control_plane, wait_ready,
 };
 
 use super::ClusterKind;
@@ -320,10 +319,8 @@ async fn start_devcluster(
 
 /// The real control plane with its audit log in `audit_log`, the release's RBAC, the
 /// controllers' kubeconfigs (ServiceAccount tokens, written in `dir`) and the harness's admin
-/// client.
+/// client: the benchmark's start ([`start_real_control_plane`]), without its webhooks.
 async fn start_real(dir: &Path, audit_log: &Path) -> Result<(Server, kube::Client), BenchError> {
-    use realcluster::release_rbac::{EXTENSIONS_CONTROLLER, SANDBOX_CONTROLLER, SYSTEM_NAMESPACE};
-    let real = |what: &str, e: realcluster::Error| BenchError::Unavailable(format!("{what}: {e}"));
     let options = realcluster::Options {
         nodes: NODES,
         pod_startup_delay: realcluster::Delay::parse(POD_STARTUP_DELAY)
@@ -331,48 +328,19 @@ async fn start_real(dir: &Path, audit_log: &Path) -> Result<(Server, kube::Clien
         audit_log: Some(audit_log.to_path_buf()),
         ..realcluster::Options::default()
     };
-    let cluster = realcluster::RealCluster::start(options)
-        .await
-        .map_err(|e| real("starting the real control plane", e))?;
-    let admin_kubeconfig = dir.join("admin.kubeconfig");
-    cluster
-        .write_kubeconfig(&admin_kubeconfig)
-        .map_err(|e| real("writing the admin kubeconfig", e))?;
-    let client = bench_client(&admin_kubeconfig).await?;
-    realcluster::release_rbac::install(&client)
-        .await
-        .map_err(|e| {
-            real(
-                "installing the release's Namespace, ServiceAccounts and RBAC",
-                e,
-            )
-        })?;
-    // The workload's namespace (`default`) has its `default` ServiceAccount, which the
-    // ServiceAccount admission plugin wants for Pods: `RealCluster::start` waited for it.
-    let mut kubeconfigs = Vec::new();
-    for (kind, account) in [
-        (ControllerKind::Sandbox, SANDBOX_CONTROLLER),
-        (ControllerKind::Extensions, EXTENSIONS_CONTROLLER),
-    ] {
-        let text = cluster
-            .service_account_kubeconfig(
-                SYSTEM_NAMESPACE,
-                account.account,
-                Duration::from_secs(3600),
-            )
-            .await
-            .map_err(|e| real("a ServiceAccount token", e))?;
-        let path = dir.join(format!("{}.kubeconfig", account.account));
-        std::fs::write(&path, text).map_err(|e| BenchError::io("writing", &path, e))?;
-        kubeconfigs.push((kind, path));
-    }
-    let [sandbox, extensions]: [(ControllerKind, PathBuf); 2] = kubeconfigs
+    let RealStart {
+        cluster,
+        client,
+        controller_kubeconfigs,
+        ..
+    } = start_real_control_plane(dir, options).await?;
+    let kubeconfigs: [(ControllerKind, PathBuf); 2] = controller_kubeconfigs
         .try_into()
         .map_err(|_| BenchError::Unavailable("two controllers".into()))?;
     Ok((
         Server::Real {
-            cluster: Box::new(cluster),
-            kubeconfigs: [sandbox, extensions],
+            cluster,
+            kubeconfigs,
         },
         client,
     ))
