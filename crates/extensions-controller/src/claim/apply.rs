@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use api_types::conditions::{READY, STATUS_TRUE, find_condition};
@@ -63,11 +62,7 @@ pub async fn apply(
     plan: Plan,
     trace: &ClaimTrace,
 ) -> Result<Action, Error> {
-    let writer = Writer {
-        ctx,
-        o,
-        confirmed: AtomicBool::new(false),
-    };
+    let writer = Writer { ctx, o };
     if let Some(name) = &plan.legacy_policy {
         writer.delete_legacy_policy(name).await;
     }
@@ -180,9 +175,6 @@ enum Written {
 struct Writer<'a> {
     ctx: &'a Context,
     o: &'a Observation,
-    /// The API server had the claim as the pass saw it, read right before this pass' first take
-    /// ([`Writer::may_take`]).
-    confirmed: AtomicBool,
 }
 
 impl Writer<'_> {
@@ -296,28 +288,13 @@ impl Writer<'_> {
         }
     }
 
-    /// [`take_check`] right before a take: against the claim in the cache now, and the first
-    /// time in a pass also against the claim as the API server holds it (one read per take
-    /// pass, none per candidate). The cache alone is not enough: a watch lags under load (chaos
-    /// `churn-fast` saw adoption patches reach kube-apiserver up to 366 ms after the claim's
-    /// delete, decided on a cache that still held it), and a member adopted for a claim that is
-    /// gone is deleted by garbage collection. Once the server has the claim as the pass saw it,
-    /// a delete can still land between this read and the take (one request's time); nothing
-    /// narrower exists, as no request spans two objects. Logs a take it stops.
-    async fn may_take(&self, sandbox: &str) -> Result<TakeCheck, Error> {
-        let cached =
+    /// [`take_check`] against the claim in the cache now; logs a take it stops.
+    fn may_take(&self, sandbox: &str) -> TakeCheck {
+        let current =
             self.ctx.stores.claims.get(
                 &kube::runtime::reflector::ObjectRef::new(&self.o.name).within(&self.o.namespace),
             );
-        let mut check = take_check(self.o, cached.as_deref());
-        if check == TakeCheck::Send && !self.confirmed.load(Ordering::Relaxed) {
-            let current = self.claims().get_opt(&self.o.name).await.map_err(|e| {
-                Error::kube(format!("get SandboxClaim {}", self.key(&self.o.name)), e)
-            })?;
-            check = take_check(self.o, current.as_ref().map(|Lean(c)| c));
-            self.confirmed
-                .store(check == TakeCheck::Send, Ordering::Relaxed);
-        }
+        let check = take_check(self.o, current.as_deref());
         if check != TakeCheck::Send {
             tracing::info!(
                 sandbox = %self.key(sandbox),
@@ -326,7 +303,7 @@ impl Writer<'_> {
                 "take abandoned"
             );
         }
-        Ok(check)
+        check
     }
 
     async fn sync(&self, sb: &Arc<Sandbox>, patch: &serde_json::Value) -> Result<Outcome, Error> {
@@ -386,13 +363,7 @@ impl Writer<'_> {
                 };
                 // Right before the patch leaves, after every await of this pass (the legacy
                 // policy's delete, earlier candidates, the fresh read).
-                let check = match self.may_take(&sb_name).await {
-                    Ok(check) => check,
-                    Err(e) => {
-                        state.reservations.release(&key);
-                        return Err(e);
-                    }
-                };
+                let check = self.may_take(&sb_name);
                 if check != TakeCheck::Send {
                     state.reservations.release(&key);
                     return Ok(Taken::Abandoned(check));
@@ -474,7 +445,7 @@ impl Writer<'_> {
 
     async fn create(&self, sandbox: Sandbox, pool: String) -> Result<Stepped, Error> {
         let name = sandbox.metadata.name.clone().unwrap_or_default();
-        let check = self.may_take(&name).await?;
+        let check = self.may_take(&name);
         if check != TakeCheck::Send {
             return Ok(Stepped::Abandoned(check));
         }
