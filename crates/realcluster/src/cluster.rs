@@ -12,6 +12,7 @@ use kube::api::{Api, PostParams};
 
 use crate::config::{self, Delay, Layout, Ports};
 use crate::error::Error;
+use crate::finisher::{self, Finisher};
 use crate::pki::{self, Pki};
 use crate::process::{ComponentInfo, Exit, Supervisor};
 use crate::provisioner::Provisioner;
@@ -79,6 +80,9 @@ pub struct RealCluster {
     /// Binds every PersistentVolumeClaim of the default StorageClass (see
     /// [`crate::provisioner`]); stopped before the components.
     provisioner: Option<Provisioner>,
+    /// Finishes Pods on the kwok nodes as their commands say (see [`crate::finisher`]);
+    /// stopped before the components.
+    finisher: Option<Finisher>,
     started: Duration,
 }
 
@@ -118,6 +122,7 @@ impl RealCluster {
             nodes: options.nodes,
             supervisor: Some(Supervisor::new(options.own_process_groups)),
             provisioner: None,
+            finisher: None,
             started: Duration::ZERO,
         };
         // From here on, an error drops `cluster`, which stops what started and removes the
@@ -281,6 +286,12 @@ impl RealCluster {
         )
         .await?;
         self.provisioner = Some(Provisioner::start(&client, self.kubeconfig_path()).await?);
+        self.finisher = Some(Finisher::start(
+            self.kubeconfig_path(),
+            (1..=self.nodes).map(config::node_name).collect(),
+            self.logs_dir().join(format!("{}.log", finisher::NAME)),
+            self.supervisor().exit_reporter(),
+        )?);
         Ok(())
     }
 
@@ -507,6 +518,7 @@ impl RealCluster {
 
     fn shutdown(&mut self, grace: Duration) {
         drop(self.provisioner.take());
+        drop(self.finisher.take());
         if let Some(supervisor) = self.supervisor.take() {
             supervisor.stop(grace);
             drop(supervisor);
