@@ -182,6 +182,7 @@ pub fn format_time(ts: k8s_openapi::jiff::Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The pod's condition of this type, if it has one.
 pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()?

@@ -31,7 +31,6 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -42,10 +41,9 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use pod_lifecycle::kubelet::{self, Run, State};
 use pod_lifecycle::status::{containers_patch, format_time};
-use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::process::ExitReporter;
+use crate::process::{ExitReporter, InProcess};
 
 /// The finisher's name in exit reports and its log's (`logs/pod-finisher.log`).
 pub const NAME: &str = "pod-finisher";
@@ -115,19 +113,7 @@ pub fn step(
 
 /// The running finisher; stops when dropped.
 pub struct Finisher {
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Finisher {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+    _thread: InProcess,
 }
 
 impl Finisher {
@@ -153,62 +139,19 @@ impl Finisher {
         Finisher::spawn(run(context), log, exits)
     }
 
-    /// Runs `work` on a thread of its own until dropped; if `work` ends first (or panics), the
-    /// end is reported to `exits` as [`NAME`]'s, with the last lines of `log`.
+    /// Runs `work` until dropped; if it ends first (or panics), the end is reported to `exits`
+    /// as [`NAME`]'s, with the last lines of `log`.
     fn spawn(
         work: impl Future<Output = ()> + Send + 'static,
         log: PathBuf,
         exits: ExitReporter,
     ) -> Result<Finisher, Error> {
-        let (stop, stopped) = oneshot::channel();
-        let thread = std::thread::Builder::new()
-            .name(format!("realcluster-{NAME}"))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(e) => {
-                        exits.report(NAME, &format!("no runtime: {e}"), &log);
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let task = tokio::spawn(work);
-                    tokio::select! {
-                        _ = stopped => {}
-                        ended = task => {
-                            let status = match ended {
-                                Ok(()) => "ended".to_owned(),
-                                Err(e) if e.is_panic() => format!("panicked: {}", panic_text(e)),
-                                Err(e) => format!("stopped: {e}"),
-                            };
-                            append(&log, &format!("{NAME} {status}"));
-                            exits.report(NAME, &status, &log);
-                        }
-                    }
-                });
-            })
-            .map_err(|source| Error::Io {
-                action: "start the pod finisher thread",
-                path: PathBuf::new(),
-                source,
-            })?;
-        Ok(Finisher {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let thread = InProcess::spawn(NAME, work, move |status| {
+            append(&log, &format!("{NAME} {status}"));
+            exits.report(NAME, status, &log);
+        })?;
+        Ok(Finisher { _thread: thread })
     }
-}
-
-fn panic_text(e: tokio::task::JoinError) -> String {
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 fn append(path: &Path, line: &str) {

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::Error;
 
@@ -126,6 +126,79 @@ impl ExitReporter {
     pub fn report(&self, component: &str, status: &str, log: &Path) {
         self.shared.record(component, status, log);
     }
+}
+
+/// A component that runs inside this process rather than as a child: a future on a thread with
+/// a tokio runtime of its own (so it outlives the runtime of the test that started the cluster,
+/// which may be shared by several `#[tokio::test]`s), until dropped. Dropping it stops the
+/// future and joins the thread.
+#[derive(Debug)]
+pub struct InProcess {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Runs `work` on a thread named `realcluster-<name>`; if `work` ends before the drop (or
+    /// panics, or no runtime can be built), `on_end` is told how (`ended`, `panicked: ...`).
+    pub fn spawn(
+        name: &str,
+        work: impl Future<Output = ()> + Send + 'static,
+        on_end: impl FnOnce(&str) + Send + 'static,
+    ) -> Result<InProcess, Error> {
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("realcluster-{name}"))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => return on_end(&format!("no runtime: {e}")),
+                };
+                runtime.block_on(async move {
+                    let task = tokio::spawn(work);
+                    tokio::select! {
+                        _ = stopped => {}
+                        ended = task => on_end(&match ended {
+                            Ok(()) => "ended".to_owned(),
+                            Err(e) if e.is_panic() => format!("panicked: {}", panic_text(e)),
+                            Err(e) => format!("stopped: {e}"),
+                        }),
+                    }
+                });
+            })
+            .map_err(|source| Error::Io {
+                action: "start a thread for",
+                path: PathBuf::from(name),
+                source,
+            })?;
+        Ok(InProcess {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn panic_text(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// Public facts about a started component.
