@@ -37,6 +37,9 @@ pub struct Options {
     pub step_timeout: Duration,
     /// Where progress lines go (every wait longer than a second says what it waits for).
     pub progress: Progress,
+    /// A short watch history, for tests of `410 Gone`: etcd compacted every second, ConfigMaps
+    /// watched from etcd ([`config::short_history_args`]). Off: the production defaults.
+    pub short_history: bool,
 }
 
 impl Default for Options {
@@ -48,6 +51,7 @@ impl Default for Options {
             own_process_groups: false,
             step_timeout: Duration::from_secs(120),
             progress: crate::stderr_progress(),
+            short_history: false,
         }
     }
 }
@@ -60,6 +64,7 @@ impl std::fmt::Debug for Options {
             .field("audit_log", &self.audit_log)
             .field("own_process_groups", &self.own_process_groups)
             .field("step_timeout", &self.step_timeout)
+            .field("short_history", &self.short_history)
             .finish_non_exhaustive()
     }
 }
@@ -76,6 +81,7 @@ pub struct RealCluster {
     pki: Pki,
     audit_log: PathBuf,
     nodes: u32,
+    short_history: bool,
     supervisor: Option<Supervisor>,
     /// Binds every PersistentVolumeClaim of the default StorageClass (see
     /// [`crate::provisioner`]); stopped before the components.
@@ -120,6 +126,7 @@ impl RealCluster {
             binaries,
             audit_log,
             nodes: options.nodes,
+            short_history: options.short_history,
             supervisor: Some(Supervisor::new(options.own_process_groups)),
             provisioner: None,
             finisher: None,
@@ -301,6 +308,9 @@ impl RealCluster {
             let flag = "--audit-log-path=";
             args.retain(|a| !a.starts_with(flag));
             args.push(format!("{flag}{}", self.audit_log.display()));
+            if self.short_history {
+                args.extend(config::short_history_args());
+            }
         }
         self.supervisor().spawn(
             component.name(),
