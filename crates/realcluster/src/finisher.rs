@@ -45,7 +45,7 @@ use pod_lifecycle::status::{containers_patch, format_time};
 use crate::error::Error;
 use crate::process::{ExitReporter, InProcess};
 
-/// The finisher's name in exit reports and its log's (`logs/pod-finisher.log`).
+/// The finisher's name, in exit reports and in its log's (`logs/pod-finisher.log`).
 pub const NAME: &str = "pod-finisher";
 /// The field manager of its status patches (the kubelet's, as on a node).
 pub const FIELD_MANAGER: &str = "kubelet";
