@@ -103,35 +103,10 @@ pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &s
         ),
     };
     let containers_ready = not_ready_reason.is_none();
-    let gates_missing = missing_readiness_gates(pod);
-    let (ready, ready_reason, ready_message) = if !containers_ready {
-        (false, not_ready_reason, not_ready_message.clone())
-    } else if let Some(gate) = gates_missing.first() {
-        (
-            false,
-            Some("ReadinessGatesNotReady"),
-            Some(format!(
-                "corresponding condition of pod readiness gate \"{gate}\" does not exist."
-            )),
-        )
-    } else {
-        (true, None, None)
-    };
-    let generation = pod.metadata.generation;
+    let (ready, ready_reason, ready_message) =
+        ready_condition(pod, not_ready_reason, not_ready_message.clone());
     let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        let status = if ok { "True" } else { "False" };
-        let mut c = json!({
-            "type": type_,
-            "status": status,
-            "lastProbeTime": null,
-            "lastTransitionTime": transition_time(pod, type_, status, now),
-            "reason": reason,
-            "message": message,
-        });
-        if let Some(generation) = generation {
-            c["observedGeneration"] = json!(generation);
-        }
-        c
+        kubelet_condition(pod, type_, ok, reason, message, now)
     };
     let completed = (terminal == Some("Succeeded")).then_some("PodCompleted");
     let mut conditions = vec![
@@ -159,10 +134,59 @@ pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &s
         "conditions": conditions,
         "containerStatuses": container_statuses,
     });
-    if let Some(generation) = generation {
+    if let Some(generation) = pod.metadata.generation {
         status["observedGeneration"] = json!(generation);
     }
     json!({ "status": status })
+}
+
+/// `Ready` as the kubelet reports it: `False` with the containers' reason and message while
+/// they are not ready (`not_ready_reason` set), else `False` with `ReadinessGatesNotReady` while
+/// a readiness gate's condition is not `True`, else `True`. Returns (ready, reason, message).
+pub fn ready_condition(
+    pod: &Pod,
+    not_ready_reason: Option<&'static str>,
+    not_ready_message: Option<String>,
+) -> (bool, Option<&'static str>, Option<String>) {
+    if not_ready_reason.is_some() {
+        return (false, not_ready_reason, not_ready_message);
+    }
+    match missing_readiness_gates(pod).first() {
+        Some(gate) => (
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(format!(
+                "corresponding condition of pod readiness gate \"{gate}\" does not exist."
+            )),
+        ),
+        None => (true, None, None),
+    }
+}
+
+/// A pod condition as the kubelet writes it in a status patch: `True` when `ok`, the transition
+/// time kept while the status stays, the pod's generation as `observedGeneration`; a missing
+/// `reason` or `message` is written as null, so the patch removes an old one.
+pub fn kubelet_condition(
+    pod: &Pod,
+    type_: &str,
+    ok: bool,
+    reason: Option<&str>,
+    message: Option<String>,
+    now: &str,
+) -> Value {
+    let status = if ok { "True" } else { "False" };
+    let mut c = json!({
+        "type": type_,
+        "status": status,
+        "lastProbeTime": null,
+        "lastTransitionTime": transition_time(pod, type_, status, now),
+        "reason": reason,
+        "message": message,
+    });
+    if let Some(generation) = pod.metadata.generation {
+        c["observedGeneration"] = json!(generation);
+    }
+    c
 }
 
 /// A duration as Go's `time.Duration` prints whole seconds (`10s`, `1m20s`, `5m0s`).

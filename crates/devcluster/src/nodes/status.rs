@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod};
 use pod_lifecycle::status::{
-    condition, container_id, foreign_conditions, hex_digest, missing_readiness_gates,
+    condition, container_id, foreign_conditions, hex_digest, kubelet_condition, ready_condition,
     transition_time,
 };
 use serde_json::{Value, json};
@@ -142,43 +142,12 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
             )),
         )
     };
-    let gates_missing = missing_readiness_gates(pod);
-    let ready = containers_ready && gates_missing.is_empty();
-
-    let generation = pod.metadata.generation;
+    let (ready, ready_reason, ready_message) =
+        ready_condition(pod, not_ready_reason, not_ready_message.clone());
     let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        let status = if ok { "True" } else { "False" };
-        let mut c = json!({
-            "type": type_,
-            "status": status,
-            "lastProbeTime": null,
-            "lastTransitionTime": transition_time(pod, type_, status, now),
-        });
-        if let Some(reason) = reason {
-            c["reason"] = json!(reason);
-        }
-        if let Some(message) = message {
-            c["message"] = json!(message);
-        }
-        if let Some(generation) = generation {
-            c["observedGeneration"] = json!(generation);
-        }
-        c
+        kubelet_condition(pod, type_, ok, reason, message, now)
     };
     let sandbox_ready = ctx.outcome != Outcome::Failed;
-    let (ready_reason, ready_message) = if !containers_ready {
-        (not_ready_reason, not_ready_message.clone())
-    } else if !gates_missing.is_empty() {
-        (
-            Some("ReadinessGatesNotReady"),
-            Some(format!(
-                "corresponding condition of pod readiness gate \"{}\" does not exist.",
-                gates_missing[0]
-            )),
-        )
-    } else {
-        (None, None)
-    };
     let mut conditions = vec![
         make("PodReadyToStartContainers", sandbox_ready, None, None),
         make("Initialized", true, None, None),
@@ -226,7 +195,7 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
     if !init_statuses.is_empty() {
         status["initContainerStatuses"] = json!(init_statuses);
     }
-    if let Some(generation) = generation {
+    if let Some(generation) = pod.metadata.generation {
         status["observedGeneration"] = json!(generation);
     }
     json!({ "status": status })
