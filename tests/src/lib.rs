@@ -300,17 +300,24 @@ async fn start_devcluster(options: &EnvOptions) -> (Cluster, kube::Client) {
 /// A fresh real control plane, once the previous test's is stopped (one at a time per process:
 /// the tests assume a cluster of their own), and the turn that holds it.
 async fn start_real_cluster() -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
+    start_real_cluster_with(realcluster::Options::default()).await
+}
+
+async fn start_real_cluster_with(
+    options: realcluster::Options,
+) -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
     static TURN: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>> = std::sync::OnceLock::new();
     let turn = TURN.get_or_init(Arc::default).clone().lock_owned().await;
-    let cluster = realcluster::RealCluster::start(realcluster::Options::default())
+    let cluster = realcluster::RealCluster::start(options)
         .await
         .expect("the real control plane starts (docs/cluster.md)");
     (cluster, turn)
 }
 
 /// A bare control plane of [`ground`], as a user's cluster before an install (no CRDs, no
-/// RBAC of ours, no controllers): devcluster with `config`, or a fresh real one. Stop it with
-/// [`Cluster::shutdown`].
+/// RBAC of ours, no controllers): devcluster with `config`, or a fresh real one. A
+/// `history_limit` below devcluster's default asks for a short watch history, which the real
+/// one gets with [`realcluster::Options::short_history`]. Stop it with [`Cluster::shutdown`].
 pub async fn start_bare(config: devcluster::Config) -> Cluster {
     match ground() {
         Ground::DevCluster => Cluster::Dev(Box::new(
@@ -319,7 +326,11 @@ pub async fn start_bare(config: devcluster::Config) -> Cluster {
                 .expect("devcluster starts"),
         )),
         Ground::Real => {
-            let (cluster, turn) = start_real_cluster().await;
+            let options = realcluster::Options {
+                short_history: config.history_limit < devcluster::Config::ephemeral().history_limit,
+                ..realcluster::Options::default()
+            };
+            let (cluster, turn) = start_real_cluster_with(options).await;
             let kubeconfig = cluster.kubeconfig_path();
             Cluster::Real(Box::new(RealGround {
                 cluster,

@@ -1,4 +1,5 @@
-//! Expiry by `spec.shutdownTime` under both shutdown policies, on devcluster.
+//! Expiry by `spec.shutdownTime` under both shutdown policies, on devcluster and on the real
+//! control plane (where the pod finisher ends Pods whose commands end).
 
 use e2e_tests::{
     DEADLINE, Env, EnvOptions, condition, sandbox, wait_for, wait_ready_reason, wait_sandbox,
@@ -159,14 +160,6 @@ fn finishing(
 
 #[tokio::test]
 async fn a_finished_sandbox_keeps_finished_through_retain_expiry() {
-    // Tracking: kwok runs no containers, so a Pod on the real ground never exits; these need
-    // kwok stages that finish a Pod as its command says (issue #19.3).
-    if !e2e_tests::devcluster_only(
-        "a_finished_sandbox_keeps_finished_through_retain_expiry",
-        "its Pod must run its command and exit (kwok runs none)",
-    ) {
-        return;
-    }
     let env = Env::start(EnvOptions::default()).await;
     let sandboxes = env.sandboxes("default");
     sandboxes
@@ -222,14 +215,6 @@ async fn a_finished_sandbox_keeps_finished_through_retain_expiry() {
 
 #[tokio::test]
 async fn a_failed_sandbox_finishes_and_its_delete_policy_removes_it_at_shutdown() {
-    // Tracking: kwok runs no containers, so a Pod on the real ground never exits; these need
-    // kwok stages that finish a Pod as its command says (issue #19.3).
-    if !e2e_tests::devcluster_only(
-        "a_failed_sandbox_finishes_and_its_delete_policy_removes_it_at_shutdown",
-        "its Pod must run its command and exit (kwok runs none)",
-    ) {
-        return;
-    }
     let env = Env::start(EnvOptions::default()).await;
     let sandboxes = env.sandboxes("default");
     sandboxes
@@ -271,14 +256,6 @@ async fn a_failed_sandbox_finishes_and_its_delete_policy_removes_it_at_shutdown(
 
 #[tokio::test]
 async fn a_pod_restarted_always_never_finishes_its_sandbox() {
-    // Tracking: kwok runs no containers, so a Pod on the real ground never exits; these need
-    // kwok stages that finish a Pod as its command says (issue #19.3).
-    if !e2e_tests::devcluster_only(
-        "a_pod_restarted_always_never_finishes_its_sandbox",
-        "its Pod must run its command and exit (kwok runs none)",
-    ) {
-        return;
-    }
     let env = Env::start(EnvOptions::default()).await;
     let sandboxes = env.sandboxes("default");
     sandboxes

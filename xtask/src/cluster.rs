@@ -187,6 +187,10 @@ pub fn banner(cluster: &RealCluster, kubeconfig: &Path) -> String {
         out.push_str(&format!("  {:<24} pid {}\n", component.name, component.pid));
     }
     out.push_str(&format!(
+        "  {:<24} in this process (ends Pods whose commands end)\n",
+        realcluster::finisher::NAME
+    ));
+    out.push_str(&format!(
         "\nTry: KUBECONFIG={} kubectl get nodes\n\
          Ctrl-C stops every component and removes {}\n",
         kubeconfig.display(),

@@ -14,10 +14,11 @@
 //!   `ContainersReady`, `Ready`, `PodScheduled` (and `PodReadyToStartContainers`), `podIP(s)` from
 //!   `127.2.0.0` upward, `hostIP(s)` `127.0.1.x`, `startTime`, container statuses; or, for the
 //!   configured failure fraction, `Failed` / `CrashLoopBackOff`;
-//! - a started pod's containers whose command ends (`program.rs`, a small documented grammar)
+//! - a started pod's containers whose command ends (`program`, a small documented grammar)
 //!   exit with its code at its time and are restarted by the pod's `restartPolicy` with the
 //!   kubelet's back-off; when every container is over, the phase becomes `Succeeded` or
-//!   `Failed` (`kubelet.rs`);
+//!   `Failed` (`kubelet`; both modules are the `pod-lifecycle` crate's, shared with the real
+//!   cluster's pod finisher);
 //! - a terminating pod (`deletionTimestamp` set) stops in the kubelet's order, counted from the
 //!   deletion request (the stamp's whole seconds, or when the agent first saw it if later):
 //!   `preStop` hooks, TERM (the container exits after the termination delay), KILL at the end of
@@ -50,10 +51,11 @@ use tokio_util::sync::CancellationToken;
 mod config;
 mod fate;
 mod ip_pool;
-pub mod kubelet;
 mod plan;
-pub mod program;
 pub mod status;
+
+// The containers' lifecycle is shared with the real cluster's pod finisher (`realcluster`).
+pub use pod_lifecycle::{kubelet, program};
 mod work_loop;
 
 use work_loop::Next;

@@ -12,6 +12,7 @@ use kube::api::{Api, PostParams};
 
 use crate::config::{self, Delay, Layout, Ports};
 use crate::error::Error;
+use crate::finisher::{self, Finisher};
 use crate::pki::{self, Pki};
 use crate::process::{ComponentInfo, Exit, Supervisor};
 use crate::provisioner::Provisioner;
@@ -36,6 +37,9 @@ pub struct Options {
     pub step_timeout: Duration,
     /// Where progress lines go (every wait longer than a second says what it waits for).
     pub progress: Progress,
+    /// A short watch history, for tests of `410 Gone`: etcd compacted every second, ConfigMaps
+    /// watched from etcd ([`config::short_history_args`]). Off: the production defaults.
+    pub short_history: bool,
 }
 
 impl Default for Options {
@@ -47,6 +51,7 @@ impl Default for Options {
             own_process_groups: false,
             step_timeout: Duration::from_secs(120),
             progress: crate::stderr_progress(),
+            short_history: false,
         }
     }
 }
@@ -59,6 +64,7 @@ impl std::fmt::Debug for Options {
             .field("audit_log", &self.audit_log)
             .field("own_process_groups", &self.own_process_groups)
             .field("step_timeout", &self.step_timeout)
+            .field("short_history", &self.short_history)
             .finish_non_exhaustive()
     }
 }
@@ -75,10 +81,14 @@ pub struct RealCluster {
     pki: Pki,
     audit_log: PathBuf,
     nodes: u32,
+    short_history: bool,
     supervisor: Option<Supervisor>,
     /// Binds every PersistentVolumeClaim of the default StorageClass (see
     /// [`crate::provisioner`]); stopped before the components.
     provisioner: Option<Provisioner>,
+    /// Finishes Pods on the kwok nodes as their commands say (see [`crate::finisher`]);
+    /// stopped before the components.
+    finisher: Option<Finisher>,
     started: Duration,
 }
 
@@ -116,8 +126,10 @@ impl RealCluster {
             binaries,
             audit_log,
             nodes: options.nodes,
+            short_history: options.short_history,
             supervisor: Some(Supervisor::new(options.own_process_groups)),
             provisioner: None,
+            finisher: None,
             started: Duration::ZERO,
         };
         // From here on, an error drops `cluster`, which stops what started and removes the
@@ -281,6 +293,12 @@ impl RealCluster {
         )
         .await?;
         self.provisioner = Some(Provisioner::start(&client, self.kubeconfig_path()).await?);
+        self.finisher = Some(Finisher::start(
+            self.kubeconfig_path(),
+            (1..=self.nodes).map(config::node_name).collect(),
+            self.logs_dir().join(format!("{}.log", finisher::NAME)),
+            self.supervisor().exit_reporter(),
+        )?);
         Ok(())
     }
 
@@ -290,6 +308,9 @@ impl RealCluster {
             let flag = "--audit-log-path=";
             args.retain(|a| !a.starts_with(flag));
             args.push(format!("{flag}{}", self.audit_log.display()));
+            if self.short_history {
+                args.extend(config::short_history_args());
+            }
         }
         self.supervisor().spawn(
             component.name(),
@@ -507,6 +528,7 @@ impl RealCluster {
 
     fn shutdown(&mut self, grace: Duration) {
         drop(self.provisioner.take());
+        drop(self.finisher.take());
         if let Some(supervisor) = self.supervisor.take() {
             supervisor.stop(grace);
             drop(supervisor);

@@ -143,6 +143,17 @@ pub fn etcd_args(layout: &Layout, ports: &Ports) -> Vec<String> {
 /// service-account tokens, `Node,RBAC` authorization, the default admission plugins with
 /// PodSecurity named explicitly (it is on by default since 1.25; naming it keeps it on should
 /// the default set change), and the audit log of [`AUDITED_NAMESPACE`]'s ServiceAccounts.
+/// kube-apiserver's flags for [`crate::Options::short_history`]: etcd compacted every second
+/// (instead of every 5 minutes) and ConfigMaps watched from etcd rather than from the watch
+/// cache (which keeps its own history), so a ConfigMap watch from a resourceVersion a few
+/// seconds old is `410 Gone`, as any watch from a compacted one is on a production cluster.
+pub fn short_history_args() -> Vec<String> {
+    vec![
+        arg("etcd-compaction-interval", "1s"),
+        arg("watch-cache-sizes", "configmaps#0"),
+    ]
+}
+
 pub fn apiserver_args(layout: &Layout, ports: &Ports) -> Vec<String> {
     vec![
         arg("bind-address", "127.0.0.1"),
@@ -456,6 +467,14 @@ mod tests {
         ] {
             assert!(a.contains(&expected.to_owned()), "{expected} in {a:?}");
         }
+        // The short history is for tests that ask for it: by default etcd is compacted every
+        // 5 minutes and every watch is served from the watch cache, as in production.
+        assert!(
+            a.iter()
+                .all(|arg| !arg.starts_with("--etcd-compaction-interval")
+                    && !arg.starts_with("--watch-cache-sizes")),
+            "{a:?}"
+        );
     }
 
     #[test]

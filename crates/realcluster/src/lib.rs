@@ -1,7 +1,8 @@
 //! A real Kubernetes control plane on loopback for `cargo xtask cluster` and the tests:
 //! etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (simulated nodes and
-//! Pods), built with `go build` from the releases pinned in `upstream/go.mod` and cached per
-//! user (see `docs/cluster.md`).
+//! Pods, with the [pod finisher](finisher) beside it ending Pods whose commands end), built with
+//! `go build` from the releases pinned in `upstream/go.mod` and cached per user (see
+//! `docs/cluster.md`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), realcluster::Error> {
@@ -23,6 +24,7 @@
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod finisher;
 pub mod pki;
 pub mod process;
 pub mod provisioner;
@@ -35,7 +37,7 @@ use std::sync::{Arc, Weak};
 pub use cluster::{Options, RealCluster, client_from_kubeconfig};
 pub use config::Delay;
 pub use error::Error;
-pub use process::{ComponentInfo, Exit};
+pub use process::{ComponentInfo, Exit, ExitReporter};
 pub use upstream::{Component, Versions};
 
 /// Where progress lines go: each says what is being built or waited for.

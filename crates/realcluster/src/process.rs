@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::Error;
 
@@ -90,6 +90,115 @@ impl Shared {
         // A panic while holding the lock leaves the list intact; keep using it.
         self.procs.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Records the first unexpected exit (none once stopping has begun).
+    fn record(&self, component: &str, status: &str, log: &Path) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let tail = log_tail(log, TAIL_LINES);
+        self.exit.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(Exit {
+                component: component.to_owned(),
+                status: status.to_owned(),
+                log: log.to_path_buf(),
+                tail,
+            });
+            true
+        });
+    }
+}
+
+/// Reports the end of a component that runs inside this process (a thread, not a child
+/// process, e.g. the [pod finisher](crate::finisher)), so it ends the cluster as a component
+/// process's exit does: the first unexpected end is [`Supervisor::exited`], and nothing is
+/// reported once the supervisor is stopping.
+#[derive(Debug, Clone)]
+pub struct ExitReporter {
+    shared: Arc<Shared>,
+}
+
+impl ExitReporter {
+    /// `component` ended with `status` (e.g. `panicked: ...`); its log is `log`.
+    pub fn report(&self, component: &str, status: &str, log: &Path) {
+        self.shared.record(component, status, log);
+    }
+}
+
+/// A component that runs inside this process rather than as a child: a future on a thread with
+/// a tokio runtime of its own (so it outlives the runtime of the test that started the cluster,
+/// which may be shared by several `#[tokio::test]`s), until dropped. Dropping it stops the
+/// future and joins the thread.
+#[derive(Debug)]
+pub struct InProcess {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Runs `work` on a thread named `realcluster-<name>`; if `work` ends before the drop (or
+    /// panics, or no runtime can be built), `on_end` is told how (`ended`, `panicked: ...`).
+    pub fn spawn(
+        name: &str,
+        work: impl Future<Output = ()> + Send + 'static,
+        on_end: impl FnOnce(&str) + Send + 'static,
+    ) -> Result<InProcess, Error> {
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("realcluster-{name}"))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => return on_end(&format!("no runtime: {e}")),
+                };
+                runtime.block_on(async move {
+                    let task = tokio::spawn(work);
+                    tokio::select! {
+                        _ = stopped => {}
+                        ended = task => on_end(&match ended {
+                            Ok(()) => "ended".to_owned(),
+                            Err(e) if e.is_panic() => format!("panicked: {}", panic_text(e)),
+                            Err(e) => format!("stopped: {e}"),
+                        }),
+                    }
+                });
+            })
+            .map_err(|source| Error::Io {
+                action: "start a thread for",
+                path: PathBuf::from(name),
+                source,
+            })?;
+        Ok(InProcess {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn panic_text(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// Public facts about a started component.
@@ -193,6 +302,13 @@ impl Supervisor {
         self.shared.exit.borrow().clone()
     }
 
+    /// Where a component running inside this process reports its end.
+    pub fn exit_reporter(&self) -> ExitReporter {
+        ExitReporter {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Resolves when a component exits unexpectedly (works on any tokio runtime).
     pub fn exit_watch(&self) -> watch::Receiver<Option<Exit>> {
         self.shared.exit.subscribe()
@@ -241,22 +357,8 @@ fn monitor(shared: &Shared) {
                 Some((proc.name.clone(), status, proc.log.clone()))
             })
         };
-        if let Some((component, status, log)) = exit
-            && !shared.stopping.load(Ordering::SeqCst)
-        {
-            let tail = log_tail(&log, TAIL_LINES);
-            shared.exit.send_if_modified(|current| {
-                if current.is_some() {
-                    return false;
-                }
-                *current = Some(Exit {
-                    component,
-                    status: status.to_string(),
-                    log,
-                    tail,
-                });
-                true
-            });
+        if let Some((component, status, log)) = exit {
+            shared.record(&component, &status.to_string(), &log);
             return;
         }
         std::thread::sleep(POLL);
@@ -360,6 +462,36 @@ mod tests {
             !Path::new(&format!("/proc/{sleeper}")).exists(),
             "sleep {sleeper} was stopped and reaped"
         );
+    }
+
+    #[test]
+    fn an_in_process_component_reports_its_end_until_the_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("inside.log");
+        std::fs::write(&log, "working\nlast words\n").unwrap();
+        let supervisor = Supervisor::new(true);
+        let reporter = supervisor.exit_reporter();
+        reporter.report("inside", "panicked: boom", &log);
+        let exit = supervisor.exited().expect("reported");
+        assert_eq!(
+            (
+                exit.component.as_str(),
+                exit.status.as_str(),
+                exit.tail.as_str()
+            ),
+            ("inside", "panicked: boom", "working\nlast words")
+        );
+        reporter.report("other", "ended", &log);
+        assert_eq!(
+            supervisor.exited().unwrap().component,
+            "inside",
+            "the first stands"
+        );
+
+        let stopped = Supervisor::new(true);
+        stopped.stop(Duration::from_secs(1));
+        stopped.exit_reporter().report("inside", "ended", &log);
+        assert_eq!(stopped.exited(), None, "an end during the stop is expected");
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //! runtime of its own, so it outlives the runtime of the test that started the cluster (a
 //! cluster may be shared by several `#[tokio::test]`s).
 
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,9 +21,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use tokio::sync::oneshot;
 
 use crate::error::Error;
+use crate::process::InProcess;
 
 /// The default StorageClass of the real cluster.
 pub const STORAGE_CLASS: &str = "standard";
@@ -108,19 +107,7 @@ pub fn is_released(volume: &PersistentVolume) -> bool {
 
 /// The running provisioner; stops when dropped.
 pub struct Provisioner {
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Provisioner {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+    _thread: InProcess,
 }
 
 impl Provisioner {
@@ -140,33 +127,10 @@ impl Provisioner {
                 action: format!("create StorageClass {STORAGE_CLASS}"),
                 source,
             })?;
-        let (stop, stopped) = oneshot::channel();
-        let thread = std::thread::Builder::new()
-            .name("realcluster-provisioner".into())
-            .spawn(move || {
-                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    eprintln!("realcluster: the volume provisioner could not start a runtime");
-                    return;
-                };
-                runtime.block_on(async move {
-                    tokio::select! {
-                        _ = stopped => {}
-                        () = run(kubeconfig) => {}
-                    }
-                });
-            })
-            .map_err(|source| Error::Io {
-                action: "start the volume provisioner thread",
-                path: std::path::PathBuf::new(),
-                source,
-            })?;
-        Ok(Provisioner {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let thread = InProcess::spawn("provisioner", run(kubeconfig), |status| {
+            eprintln!("realcluster: the volume provisioner {status}");
+        })?;
+        Ok(Provisioner { _thread: thread })
     }
 }
 

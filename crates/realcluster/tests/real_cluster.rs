@@ -1,5 +1,7 @@
 //! The real control plane works as a production cluster would: Pods run on kwok nodes with
-//! their claimed volumes bound by the default StorageClass's provisioner, RBAC denies a ServiceAccount what no role grants it, and the audit log records that request.
+//! their claimed volumes bound by the default StorageClass's provisioner, and finish as their
+//! commands say (the pod finisher), RBAC denies a ServiceAccount what no role grants it, and the
+//! audit log records that request.
 //!
 //! The first run builds the upstream binaries (minutes; see docs/cluster.md). Without `go` the
 //! tests print one line and pass, except under `CI` or `AGENT_SANDBOX_REQUIRE_GO=1`.
@@ -43,6 +45,17 @@ async fn create_namespace(client: &kube::Client, name: &str) {
     }
 }
 
+/// Creates namespace `name` and waits for its `default` ServiceAccount, which the
+/// ServiceAccount admission plugin wants for a Pod and kube-controller-manager creates.
+async fn namespace_for_pods(client: &kube::Client, name: &str) {
+    create_namespace(client, name).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait_for(&format!("the default ServiceAccount of {name}"), || async {
+        accounts.get_opt("default").await.ok()?
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_pod_runs_on_a_kwok_node() {
     if !realcluster::go_or_skip("a_pod_runs_on_a_kwok_node") {
@@ -52,15 +65,7 @@ async fn a_pod_runs_on_a_kwok_node() {
         .await
         .expect("the real cluster starts");
     let client = cluster.client().await.unwrap();
-    create_namespace(&client, "pod-runs").await;
-
-    // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
-    // which kube-controller-manager creates.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "pod-runs");
-    wait_for("the default ServiceAccount of pod-runs", || async {
-        accounts.get_opt("default").await.ok()?
-    })
-    .await;
+    namespace_for_pods(&client, "pod-runs").await;
 
     // A claim naming no class gets the default one, and a volume bound to it.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "pod-runs");
@@ -141,6 +146,81 @@ async fn a_pod_runs_on_a_kwok_node() {
             .and_then(|volume| volume.is_none().then_some(()))
     })
     .await;
+}
+
+#[tokio::test]
+async fn pods_finish_as_their_commands_say() {
+    if !realcluster::go_or_skip("pods_finish_as_their_commands_say") {
+        return;
+    }
+    let cluster = realcluster::shared()
+        .await
+        .expect("the real cluster starts");
+    let client = cluster.client().await.unwrap();
+    namespace_for_pods(&client, "pods-finish").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "pods-finish");
+    for (name, policy, script) in [
+        ("fails", "Never", "sleep 1; exit 3"),
+        ("retries", "OnFailure", "exit 1"),
+        ("serves", "Always", "sleep infinity"),
+    ] {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"restartPolicy": policy, "containers": [{"name": "main",
+                "image": "busybox:1.36", "command": ["sh", "-c", script]}]},
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let main_status = |pod: &Pod| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .cloned()
+    };
+
+    let failed = wait_for("pods-finish/fails to fail", || async {
+        let pod = pods.get("fails").await.ok()?;
+        (pod.status.as_ref()?.phase.as_deref() == Some("Failed")).then_some(pod)
+    })
+    .await;
+    let terminated = main_status(&failed)
+        .and_then(|c| c.state?.terminated)
+        .expect("the container reports its end");
+    assert_eq!(
+        (terminated.exit_code, terminated.reason.as_deref()),
+        (3, Some("Error"))
+    );
+
+    let retrying = wait_for(
+        "pods-finish/retries to wait in CrashLoopBackOff",
+        || async {
+            let pod = pods.get("retries").await.ok()?;
+            let waiting = main_status(&pod)?.state?.waiting?;
+            (waiting.reason.as_deref() == Some("CrashLoopBackOff")).then_some(pod)
+        },
+    )
+    .await;
+    assert_eq!(main_status(&retrying).unwrap().restart_count, 1);
+    assert_eq!(
+        retrying.status.unwrap().phase.as_deref(),
+        Some("Running"),
+        "a Pod that restarts is not over"
+    );
+
+    let serving = pods.get("serves").await.unwrap();
+    let status = serving.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    let state = main_status(&pods.get("serves").await.unwrap())
+        .and_then(|c| c.state)
+        .unwrap();
+    assert!(state.running.is_some(), "sleep infinity runs: {state:?}");
+    assert!(
+        cluster.exited().is_none(),
+        "{:?}",
+        cluster.exited().map(|e| e.to_string())
+    );
 }
 
 #[tokio::test]

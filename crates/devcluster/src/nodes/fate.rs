@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::{Rng as _, RngCore as _, SeedableRng as _};
+use rand::{Rng as _, SeedableRng as _};
+
+use pod_lifecycle::status::fnv1a;
 
 use super::config::NodeConfig;
 
@@ -41,23 +43,6 @@ pub fn pod_fate(cfg: &NodeConfig, uid: &str) -> PodFate {
         fails,
         startup_delay,
     }
-}
-
-/// A 64-hex-digit string derived from `input` (container IDs and image digests; not a
-/// cryptographic hash, nothing verifies it).
-pub fn hex_digest(input: &[u8]) -> String {
-    let mut rng = StdRng::seed_from_u64(fnv1a(input));
-    let mut bytes = [0u8; 32];
-    rng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// FNV-1a, 64 bit: a stable mixing of a pod's uid into the seed (std's hashers are not
-/// guaranteed stable across Rust releases).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]
@@ -140,17 +125,5 @@ mod tests {
             let f = pod_fate(&always, &uid);
             assert!(f.unschedulable && f.fails);
         }
-    }
-
-    #[test]
-    fn hex_digest_is_stable_and_64_hex_digits() {
-        let a = hex_digest(b"nginx:1.27");
-        assert_eq!(a, hex_digest(b"nginx:1.27"));
-        assert_ne!(a, hex_digest(b"nginx:1.28"));
-        assert_eq!(a.len(), 64);
-        assert!(
-            a.bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        );
     }
 }

@@ -1,15 +1,20 @@
 //! Pure builders of what the simulated scheduler and kubelet write: the binding, the
-//! `Unschedulable` condition, the running / failed / crash-looping pod status, the bound PVC status.
+//! `Unschedulable` condition, the running / failed / crash-looping pod status, the bound PVC status
+//! (the containers' later statuses are `pod_lifecycle::status`'s).
 //!
 //! Pod status patches are strategic merge patches (lists keyed by `type`, `name` and `ip`, as
 //! kubelet sends them). Each patch also repeats the conditions other writers own unchanged, so a
 //! server that merges those lists as whole values still keeps them.
 
-use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod};
+use pod_lifecycle::status::{
+    condition, container_id, foreign_conditions, hex_digest, kubelet_condition, ready_condition,
+    transition_time,
+};
 use serde_json::{Value, json};
 
-use super::fate::hex_digest;
-use super::kubelet::{Exit, Run, State, backoff};
+// The containers' lifecycle after the start is shared with the real cluster's pod finisher.
+pub use pod_lifecycle::status::{containers_patch, format_time};
 
 /// Why a started pod is not healthy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,43 +142,12 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
             )),
         )
     };
-    let gates_missing = missing_readiness_gates(pod);
-    let ready = containers_ready && gates_missing.is_empty();
-
-    let generation = pod.metadata.generation;
+    let (ready, ready_reason, ready_message) =
+        ready_condition(pod, not_ready_reason, not_ready_message.clone());
     let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        let status = if ok { "True" } else { "False" };
-        let mut c = json!({
-            "type": type_,
-            "status": status,
-            "lastProbeTime": null,
-            "lastTransitionTime": transition_time(pod, type_, status, now),
-        });
-        if let Some(reason) = reason {
-            c["reason"] = json!(reason);
-        }
-        if let Some(message) = message {
-            c["message"] = json!(message);
-        }
-        if let Some(generation) = generation {
-            c["observedGeneration"] = json!(generation);
-        }
-        c
+        kubelet_condition(pod, type_, ok, reason, message, now)
     };
     let sandbox_ready = ctx.outcome != Outcome::Failed;
-    let (ready_reason, ready_message) = if !containers_ready {
-        (not_ready_reason, not_ready_message.clone())
-    } else if !gates_missing.is_empty() {
-        (
-            Some("ReadinessGatesNotReady"),
-            Some(format!(
-                "corresponding condition of pod readiness gate \"{}\" does not exist.",
-                gates_missing[0]
-            )),
-        )
-    } else {
-        (None, None)
-    };
     let mut conditions = vec![
         make("PodReadyToStartContainers", sandbox_ready, None, None),
         make("Initialized", true, None, None),
@@ -221,176 +195,10 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
     if !init_statuses.is_empty() {
         status["initContainerStatuses"] = json!(init_statuses);
     }
-    if let Some(generation) = generation {
+    if let Some(generation) = pod.metadata.generation {
         status["observedGeneration"] = json!(generation);
     }
     json!({ "status": status })
-}
-
-/// Status patch reporting the containers as the kubelet lifecycle (`kubelet.rs`) left them, and
-/// what follows for the pod, as a kubelet reports it: each container `running` (ready),
-/// `waiting` in `CrashLoopBackOff`, or `terminated` with its exit code and reason (`Completed`
-/// or `Error`), the previous run in `lastState`; `ContainersReady`/`Ready` true only while every
-/// container runs (`ContainersNotReady` naming the others); once the pod is over (`terminal`:
-/// `Succeeded` or `Failed`), the phase, `Ready`/`ContainersReady` false with `PodCompleted` or
-/// `PodFailed`, `Initialized` with `PodCompleted` after a success, and
-/// `PodReadyToStartContainers` false (the sandbox is gone).
-pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &str) -> Value {
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let known = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or_default();
-    let exit_json = |e: &Exit, id: &str| {
-        json!({
-            "exitCode": e.code,
-            "reason": e.reason,
-            "startedAt": format_time(e.started),
-            "finishedAt": format_time(e.finished),
-            "containerID": id,
-        })
-    };
-    let mut unready = Vec::new();
-    let container_statuses: Vec<Value> = runs
-        .iter()
-        .map(|run| {
-            let old = known.iter().find(|cs| cs.name == run.name);
-            let id = old
-                .and_then(|cs| cs.container_id.clone())
-                .unwrap_or_else(|| container_id(uid, &run.name));
-            let (ready, state) = match &run.state {
-                State::Running { since } => (
-                    true,
-                    json!({ "running": { "startedAt": format_time(*since) },
-                            "waiting": null, "terminated": null }),
-                ),
-                State::BackOff { .. } => (
-                    false,
-                    json!({ "waiting": {
-                        "reason": "CrashLoopBackOff",
-                        "message": format!(
-                            "back-off {} restarting failed container={} pod={name}_{namespace}({uid})",
-                            go_duration(backoff(run.restart_count)),
-                            run.name
-                        ),
-                    }, "running": null, "terminated": null }),
-                ),
-                State::Exited(exit) => (
-                    false,
-                    json!({ "terminated": exit_json(exit, &id), "running": null, "waiting": null }),
-                ),
-            };
-            if !ready {
-                unready.push(run.name.as_str());
-            }
-            let last = match &run.last {
-                Some(exit) => json!({ "terminated": exit_json(exit, &id) }),
-                None => json!({ "terminated": null }),
-            };
-            let mut cs = json!({
-                "name": run.name,
-                "containerID": id,
-                "ready": ready,
-                "started": ready,
-                "restartCount": run.restart_count,
-                "state": state,
-                "lastState": last,
-            });
-            if let Some(old) = old {
-                cs["image"] = json!(old.image);
-                cs["imageID"] = json!(old.image_id);
-            }
-            cs
-        })
-        .collect();
-    let (not_ready_reason, not_ready_message) = match terminal {
-        Some("Succeeded") => (Some("PodCompleted"), None),
-        Some(_) => (Some("PodFailed"), None),
-        None if unready.is_empty() => (None, None),
-        None => (
-            Some("ContainersNotReady"),
-            Some(format!(
-                "containers with unready status: [{}]",
-                unready.join(" ")
-            )),
-        ),
-    };
-    let containers_ready = not_ready_reason.is_none();
-    let gates_missing = missing_readiness_gates(pod);
-    let (ready, ready_reason, ready_message) = if !containers_ready {
-        (false, not_ready_reason, not_ready_message.clone())
-    } else if let Some(gate) = gates_missing.first() {
-        (
-            false,
-            Some("ReadinessGatesNotReady"),
-            Some(format!(
-                "corresponding condition of pod readiness gate \"{gate}\" does not exist."
-            )),
-        )
-    } else {
-        (true, None, None)
-    };
-    let generation = pod.metadata.generation;
-    let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        let status = if ok { "True" } else { "False" };
-        let mut c = json!({
-            "type": type_,
-            "status": status,
-            "lastProbeTime": null,
-            "lastTransitionTime": transition_time(pod, type_, status, now),
-            "reason": reason,
-            "message": message,
-        });
-        if let Some(generation) = generation {
-            c["observedGeneration"] = json!(generation);
-        }
-        c
-    };
-    let completed = (terminal == Some("Succeeded")).then_some("PodCompleted");
-    let mut conditions = vec![
-        make("PodReadyToStartContainers", terminal.is_none(), None, None),
-        make("Initialized", true, completed, None),
-        make("Ready", ready, ready_reason, ready_message),
-        make(
-            "ContainersReady",
-            containers_ready,
-            not_ready_reason,
-            not_ready_message,
-        ),
-    ];
-    conditions.extend(foreign_conditions(
-        pod,
-        &[
-            "PodReadyToStartContainers",
-            "Initialized",
-            "Ready",
-            "ContainersReady",
-        ],
-    ));
-    let mut status = json!({
-        "phase": terminal.unwrap_or("Running"),
-        "conditions": conditions,
-        "containerStatuses": container_statuses,
-    });
-    if let Some(generation) = generation {
-        status["observedGeneration"] = json!(generation);
-    }
-    json!({ "status": status })
-}
-
-/// A duration as Go's `time.Duration` prints whole seconds (`10s`, `1m20s`, `5m0s`).
-fn go_duration(d: k8s_openapi::jiff::SignedDuration) -> String {
-    let secs = d.as_secs().max(0);
-    if secs < 60 {
-        format!("{secs}s")
-    } else if secs < 3600 {
-        format!("{}m{}s", secs / 60, secs % 60)
-    } else {
-        format!("{}h{}m{}s", secs / 3600, secs % 3600 / 60, secs % 60)
-    }
 }
 
 /// Whether the pod's phase is final (`Succeeded` or `Failed`).
@@ -428,59 +236,6 @@ pub fn pvc_bound_patch(pvc: &PersistentVolumeClaim) -> Value {
     json!({ "status": status })
 }
 
-/// Formats a time as the API server does (`2006-01-02T15:04:05Z`, UTC, whole seconds).
-pub fn format_time(ts: k8s_openapi::jiff::Timestamp) -> String {
-    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
-/// Keeps a condition's transition time when its status does not change.
-fn transition_time(pod: &Pod, type_: &str, status: &str, now: &str) -> String {
-    condition(pod, type_)
-        .filter(|c| c.status == status)
-        .and_then(|c| c.last_transition_time.as_ref())
-        .map(|t| format_time(t.0))
-        .unwrap_or_else(|| now.to_string())
-}
-
-/// The pod's conditions of other types, unchanged, as JSON.
-fn foreign_conditions(pod: &Pod, ours: &[&str]) -> Vec<Value> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .map(|conditions| {
-            conditions
-                .iter()
-                .filter(|c| !ours.contains(&c.type_.as_str()))
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Readiness gates whose condition is not `True` on the pod.
-fn missing_readiness_gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .map(|gates| {
-            gates
-                .iter()
-                .filter(|g| condition(pod, &g.condition_type).is_none_or(|c| c.status != "True"))
-                .map(|g| g.condition_type.clone())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn image_of(c: &Container) -> String {
     c.image.clone().unwrap_or_default()
 }
@@ -496,13 +251,6 @@ fn image_id(image: &str) -> String {
         },
     };
     format!("{repo}@sha256:{}", hex_digest(image.as_bytes()))
-}
-
-fn container_id(pod_uid: &str, container: &str) -> String {
-    format!(
-        "containerd://{}",
-        hex_digest(format!("{pod_uid}/{container}").as_bytes())
-    )
 }
 
 fn running_status(c: &Container, uid: &str, now: &str) -> Value {

@@ -84,13 +84,7 @@ async fn create_pod(api: &Api<Pod>, name: &str) -> Pod {
 }
 
 fn condition_status(pod: &Pod, type_: &str) -> Option<String> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
+    pod_lifecycle::status::condition(pod, type_).map(|c| c.status.clone())
 }
 
 async fn wait_running(api: &Api<Pod>, name: &str) -> Pod {

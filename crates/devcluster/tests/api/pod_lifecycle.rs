@@ -40,13 +40,7 @@ fn pod(name: &str, policy: &str, containers: serde_json::Value) -> serde_json::V
 }
 
 fn condition(pod: &Pod, type_: &str) -> Option<(String, Option<String>)> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone()))
+    pod_lifecycle::status::condition(pod, type_).map(|c| (c.status.clone(), c.reason.clone()))
 }
 
 fn container<'a>(pod: &'a Pod, name: &str) -> &'a ContainerStatus {

@@ -1,5 +1,5 @@
 use super::*;
-use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 
 fn pod(value: Value) -> Pod {
     serde_json::from_value(value).unwrap()

@@ -12,7 +12,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::program::{Program, hook_duration, program_of};
+use crate::program::{Program, hook_duration, program_of};
 
 /// The first back-off between restarts of a failing container; it doubles up to [`MAX_BACKOFF`].
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(10);
