@@ -538,10 +538,9 @@ async fn kubectl_describe_scale_and_cascading_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_the_release_manifests() {
-    // A bare cluster: no CRDs, no controllers, as a user's cluster before the install.
-    let cluster = devcluster::DevCluster::start(devcluster::Config::ephemeral())
-        .await
-        .expect("devcluster starts");
+    // A bare cluster: no CRDs, no controllers, as a user's cluster before the install (on
+    // either ground).
+    let cluster = e2e_tests::start_bare(devcluster::Config::ephemeral()).await;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     blocking(move || {
         let dist = tempfile::tempdir().expect("temp dir");
@@ -560,7 +559,7 @@ async fn kubectl_applies_the_release_manifests() {
         let k = Kubectl::new(&kubeconfig);
         let file = |name: &str| dist.path().join(name).display().to_string();
         // Core alone, then the extensions on top: every object is new (the namespace may
-        // exist already: devcluster starts with agent-sandbox-system).
+        // exist already: devcluster starts with agent-sandbox-system, a real cluster does not).
         for name in ["sandbox.yaml", "extensions.yaml"] {
             let applied = k.ok(&["apply", "-f", &file(name)]);
             for line in applied.lines() {
