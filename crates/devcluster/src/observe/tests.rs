@@ -215,6 +215,17 @@ async fn latency_is_added_to_matching_requests() {
     assert!(started.elapsed() >= Duration::from_millis(150));
 }
 
+/// A watch of the pods in `default` through `router`.
+async fn open_pods_watch(router: &axum::Router) -> Response {
+    send(
+        router,
+        http::Method::GET,
+        "/api/v1/namespaces/default/pods?watch=true",
+        "t",
+    )
+    .await
+}
+
 #[tokio::test]
 async fn watches_are_closed_early_when_configured_and_the_gauge_follows() {
     let obs = observer(FaultConfig {
@@ -226,13 +237,7 @@ async fn watches_are_closed_early_when_configured_and_the_gauge_follows() {
         ..Default::default()
     });
     let router = obs.layer(app());
-    let r = send(
-        &router,
-        http::Method::GET,
-        "/api/v1/namespaces/default/pods?watch=true",
-        "t",
-    )
-    .await;
+    let r = open_pods_watch(&router).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(obs.metrics().open_watches(), 1);
     // The handler's stream never ends by itself; the injected close ends it.
@@ -248,13 +253,7 @@ async fn a_watch_event_delay_holds_the_events_of_open_watches_it_matches() {
     let obs = observer(FaultConfig::default());
     let router = obs.layer(app());
     let watch = |router: axum::Router| async move {
-        let r = send(
-            &router,
-            http::Method::GET,
-            "/api/v1/namespaces/default/pods?watch=true",
-            "t",
-        )
-        .await;
+        let r = open_pods_watch(&router).await;
         assert_eq!(r.status(), StatusCode::OK);
         r.into_body().into_data_stream()
     };
@@ -290,13 +289,7 @@ async fn a_watch_event_delay_holds_the_events_of_open_watches_it_matches() {
 async fn watches_stay_open_without_faults() {
     let obs = observer(FaultConfig::default());
     let router = obs.layer(app());
-    let r = send(
-        &router,
-        http::Method::GET,
-        "/api/v1/namespaces/default/pods?watch=true",
-        "t",
-    )
-    .await;
+    let r = open_pods_watch(&router).await;
     let mut stream = r.into_body().into_data_stream();
     let first = stream.next().await.unwrap().unwrap();
     assert!(first.starts_with(b"{\"type\":\"BOOKMARK\""));
