@@ -215,9 +215,11 @@ impl SandboxController {
                     // After the store, before the triggers: a reconcile a Pod event triggers
                     // finds that Pod through the index.
                     let index = stores.pod_index.clone();
+                    let ctx = ctx.clone();
                     move |event| {
                         if let Ok(event) = event {
                             index.apply_watcher_event(event);
+                            ctx.created.pods.observe(event);
                         }
                     }
                 }),
@@ -230,7 +232,16 @@ impl SandboxController {
                 child_config,
             ))
             .default_backoff()
-            .reflect(svc_w),
+            .reflect(svc_w)
+            .inspect({
+                // After the store: the creates it shows are no longer remembered (`created`).
+                let ctx = ctx.clone();
+                move |event| {
+                    if let Ok(event) = event {
+                        ctx.created.services.observe(event);
+                    }
+                }
+            }),
             stores.services.clone(),
             true,
         );
@@ -240,7 +251,15 @@ impl SandboxController {
                 watcher::Config::default().page_size(LIST_PAGE_SIZE),
             ))
             .default_backoff()
-            .reflect(pvc_w),
+            .reflect(pvc_w)
+            .inspect({
+                let ctx = ctx.clone();
+                move |event| {
+                    if let Ok(event) = event {
+                        ctx.created.pvcs.observe(event);
+                    }
+                }
+            }),
             stores.pvcs.clone(),
             true,
         );
