@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cached_pod::CachedPod;
 use crate::cached_sandbox::CachedSandbox;
 use crate::context::{Context, Settings, Stores};
+use crate::created::{Created, CreatedChildren};
 use crate::error::Error;
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::Metrics;
@@ -233,15 +234,7 @@ impl SandboxController {
             ))
             .default_backoff()
             .reflect(svc_w)
-            .inspect({
-                // After the store: the creates it shows are no longer remembered (`created`).
-                let ctx = ctx.clone();
-                move |event| {
-                    if let Ok(event) = event {
-                        ctx.created.services.observe(event);
-                    }
-                }
-            }),
+            .inspect(settle_creates(ctx.clone(), |c| &c.services)),
             stores.services.clone(),
             true,
         );
@@ -252,14 +245,7 @@ impl SandboxController {
             ))
             .default_backoff()
             .reflect(pvc_w)
-            .inspect({
-                let ctx = ctx.clone();
-                move |event| {
-                    if let Ok(event) = event {
-                        ctx.created.pvcs.observe(event);
-                    }
-                }
-            }),
+            .inspect(settle_creates(ctx.clone(), |c| &c.pvcs)),
             stores.pvcs.clone(),
             true,
         );
@@ -330,6 +316,19 @@ impl SandboxController {
             .await;
         janitor.abort();
         Ok(())
+    }
+}
+
+/// A step of a child watch stream after its store: the events it applied settle the creates
+/// this process remembers (`crate::created`).
+fn settle_creates<K: Resource, C: Resource + Clone>(
+    ctx: Arc<Context>,
+    created: fn(&CreatedChildren) -> &Created<C>,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) {
+    move |event| {
+        if let Ok(event) = event {
+            created(&ctx.created).observe(event);
+        }
     }
 }
 

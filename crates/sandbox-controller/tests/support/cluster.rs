@@ -263,6 +263,11 @@ impl Cluster {
             message: Some(message.to_string()),
             ..FaultRule::default()
         };
+        self.set_fault(rule);
+    }
+
+    /// Makes `rule` devcluster's only fault rule.
+    fn set_fault(&self, rule: FaultRule) {
         let faults = FaultConfig {
             rules: vec![rule],
             ..FaultConfig::default()
@@ -283,14 +288,7 @@ impl Cluster {
             event_delay: delay,
             ..FaultRule::default()
         };
-        let faults = FaultConfig {
-            rules: vec![rule],
-            ..FaultConfig::default()
-        };
-        self.server
-            .observer()
-            .set_faults(faults)
-            .expect("valid faults");
+        self.set_fault(rule);
     }
 
     /// The controller's requests answered with `code`, as `verb resource` -> count (e.g.
