@@ -18,6 +18,7 @@ use kube::{Client, Resource};
 use crate::cached_pod::CachedPod;
 use crate::cached_sandbox::CachedSandbox;
 use crate::coalesce::ProgressHolds;
+use crate::created::CreatedChildren;
 use crate::keys::POD_NAME_ANNOTATION;
 use crate::metrics::Metrics;
 use crate::pod_index::PodIndex;
@@ -90,6 +91,9 @@ pub struct Context {
     /// Pods this process created or relabelled, until their watch event arrives: that event
     /// does not trigger the owner again (the pass that wrote acted on the server's answer).
     pub own_pod_writes: OwnWrites,
+    /// Children this process created that the stores do not show yet: a pass observes them
+    /// there instead of creating them again (`created`).
+    pub created: CreatedChildren,
     /// The trace bookkeeping of this controller (`tracing_context`).
     pub traces: TraceMemory,
 }
@@ -173,6 +177,7 @@ impl Context {
             progress: ProgressHolds::default(),
             pod_name_written: Mutex::default(),
             own_pod_writes: OwnWrites::new(),
+            created: CreatedChildren::default(),
             traces: TraceMemory::default(),
         }
     }
@@ -370,6 +375,7 @@ impl Context {
             .retain(|u| uids.contains(u));
         self.progress.retain(|k| keys.contains(k));
         self.own_pod_writes.prune(ECHO_WAIT);
+        self.created.prune(ECHO_WAIT);
         self.traces.prune(|uid| uids.contains(&uid_hash(uid)));
     }
 

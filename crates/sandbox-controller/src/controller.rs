@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cached_pod::CachedPod;
 use crate::cached_sandbox::CachedSandbox;
 use crate::context::{Context, Settings, Stores};
+use crate::created::{Created, CreatedChildren};
 use crate::error::Error;
 use crate::keys::{NAME_HASH_LABEL, name_hash};
 use crate::metrics::Metrics;
@@ -215,9 +216,11 @@ impl SandboxController {
                     // After the store, before the triggers: a reconcile a Pod event triggers
                     // finds that Pod through the index.
                     let index = stores.pod_index.clone();
+                    let ctx = ctx.clone();
                     move |event| {
                         if let Ok(event) = event {
                             index.apply_watcher_event(event);
+                            ctx.created.pods.observe(event);
                         }
                     }
                 }),
@@ -230,7 +233,8 @@ impl SandboxController {
                 child_config,
             ))
             .default_backoff()
-            .reflect(svc_w),
+            .reflect(svc_w)
+            .inspect(settle_creates(ctx.clone(), |c| &c.services)),
             stores.services.clone(),
             true,
         );
@@ -240,7 +244,8 @@ impl SandboxController {
                 watcher::Config::default().page_size(LIST_PAGE_SIZE),
             ))
             .default_backoff()
-            .reflect(pvc_w),
+            .reflect(pvc_w)
+            .inspect(settle_creates(ctx.clone(), |c| &c.pvcs)),
             stores.pvcs.clone(),
             true,
         );
@@ -311,6 +316,19 @@ impl SandboxController {
             .await;
         janitor.abort();
         Ok(())
+    }
+}
+
+/// A step of a child watch stream after its store: the events it applied settle the creates
+/// this process remembers (`crate::created`).
+fn settle_creates<K: Resource, C: Resource + Clone>(
+    ctx: Arc<Context>,
+    created: fn(&CreatedChildren) -> &Created<C>,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) {
+    move |event| {
+        if let Ok(event) = event {
+            created(&ctx.created).observe(event);
+        }
     }
 }
 

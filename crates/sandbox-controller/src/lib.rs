@@ -11,6 +11,7 @@ pub mod cached_sandbox;
 pub mod coalesce;
 pub mod context;
 pub mod controller;
+pub mod created;
 pub mod desired;
 pub mod error;
 pub mod keys;

@@ -8,6 +8,7 @@ mod cluster;
 mod harness;
 
 mod controller;
+mod lagging_cache;
 mod watch_gaps;
 mod work_queue;
 mod write_budget;

@@ -35,11 +35,13 @@ pub async fn reconcile_pvcs(sandbox: &Sandbox, ctx: &Context, hash: &str) -> Res
     let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
     for template in templates {
         let name = pvc_name(template, &sandbox_name);
+        // The cache, or else a create of ours it does not show yet (`crate::created`).
         let cached = ctx
             .stores
             .pvcs
             .get(&ObjectRef::new(&name).within(&ns))
-            .map(Arc::unwrap_or_clone);
+            .map(Arc::unwrap_or_clone)
+            .or_else(|| ctx.created.pvcs.get(&ns, &name, &uid));
         let existing = match cached {
             Some(pvc) => pvc,
             None => {
@@ -51,9 +53,18 @@ pub async fn reconcile_pvcs(sandbox: &Sandbox, ctx: &Context, hash: &str) -> Res
                     controller_ref(&sandbox_name, &uid),
                 );
                 match api.create(&post_params(), &pvc).await {
-                    Ok(_) => continue,
+                    Ok(created) => {
+                        ctx.created.pvcs.record(&created);
+                        continue;
+                    }
+                    // Someone else's is refused below; ours is remembered as created.
                     Err(err) if is_status(&err, 409) => match api.get_opt(&name).await {
-                        Ok(Some(pvc)) => pvc,
+                        Ok(Some(pvc)) => {
+                            if Ownership::of(&pvc.metadata, &uid).is_owned() {
+                                ctx.created.pvcs.record(&pvc);
+                            }
+                            pvc
+                        }
                         Ok(None) => continue,
                         Err(err) => {
                             return Err(Error::api(format!("failed to get PVC \"{name}\""), err));
@@ -101,11 +112,13 @@ pub async fn reconcile_service(
     let api: Api<Service> = Api::namespaced(ctx.client.clone(), &ns);
     let desired_ports = service_ports(&sandbox.spec.blueprint.pod_template.spec);
 
+    // The cache, or else a create of ours it does not show yet (`crate::created`).
     let cached = ctx
         .stores
         .services
         .get(&ObjectRef::new(&name).within(&ns))
-        .map(Arc::unwrap_or_clone);
+        .map(Arc::unwrap_or_clone)
+        .or_else(|| ctx.created.services.get(&ns, &name, &uid));
     let existing = match cached {
         Some(svc) => svc,
         None if wanted == Some(true) => {
@@ -117,9 +130,18 @@ pub async fn reconcile_service(
                 controller_ref(&name, &uid),
             );
             match api.create(&post_params(), &svc).await {
-                Ok(_) => return Ok(Some(name)),
+                Ok(created) => {
+                    ctx.created.services.record(&created);
+                    return Ok(Some(name));
+                }
+                // Someone else's is refused below; ours is remembered as created.
                 Err(err) if is_status(&err, 409) => match api.get_opt(&name).await {
-                    Ok(Some(svc)) => svc,
+                    Ok(Some(svc)) => {
+                        if Ownership::of(&svc.metadata, &uid).is_owned() {
+                            ctx.created.services.record(&svc);
+                        }
+                        svc
+                    }
                     Ok(None) => return Ok(None),
                     Err(err) => {
                         return Err(Error::api(format!("failed to get service \"{name}\""), err));
@@ -140,8 +162,8 @@ pub async fn reconcile_service(
     if wanted == Some(false) {
         if ownership.is_owned() {
             match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(err) if is_status(&err, 404) => {}
+                Ok(_) => ctx.created.services.forget(&ns, &name),
+                Err(err) if is_status(&err, 404) => ctx.created.services.forget(&ns, &name),
                 Err(err) => {
                     return Err(Error::api(
                         format!("failed to delete service \"{name}\""),

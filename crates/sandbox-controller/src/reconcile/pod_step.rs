@@ -90,9 +90,9 @@ async fn post_pod(
     Ok(created.to_pod())
 }
 
-/// Reads a Pod by name from the cache; with `confirm_miss`, a miss is confirmed with the API
-/// server (the cache may lag behind a create this process just made, and a miss would clear the
-/// Sandbox's `pod-name` annotation).
+/// Reads a Pod by name from the cache, or else from this process's creates the cache does not
+/// show yet (`crate::created`); with `confirm_miss`, a miss is confirmed with the API server (a
+/// miss would clear the Sandbox's `pod-name` annotation).
 async fn get_pod(
     ctx: &Context,
     sandbox: &Sandbox,
@@ -102,6 +102,10 @@ async fn get_pod(
     let ns = sandbox.namespace().unwrap_or_default();
     if let Some(p) = ctx.stores.pods.get(&ObjectRef::new(name).within(&ns)) {
         return Ok(Some(p.to_pod()));
+    }
+    let uid = sandbox.uid().unwrap_or_default();
+    if let Some(created) = ctx.created.pods.get(&ns, name, &uid) {
+        return Ok(Some(created));
     }
     if !confirm_miss {
         return Ok(None);
@@ -138,7 +142,8 @@ async fn pod_pass(
     let target = target_pod_name(sandbox);
     // An annotation naming the Sandbox itself (pool members get it at creation) points where
     // the default does: a cache miss then needs no confirming read and clears nothing (a Pod
-    // the cache has not shown yet answers the create with 409 and is read back there).
+    // this process created is observed through `ctx.created` until the cache shows it; one
+    // someone else made answers the create with 409 and is read back there).
     let names_other_pod = has_annotation && target != sandbox.name_any();
     let mut pod = match get_pod(ctx, sandbox, &target, names_other_pod).await {
         Ok(p) => p,
@@ -220,6 +225,9 @@ async fn suspend(
             .await
         {
             Ok(_) => {
+                ctx.created
+                    .pods
+                    .forget(&sandbox.namespace().unwrap_or_default(), &name);
                 ctx.event(
                     sandbox,
                     EventType::Normal,
@@ -230,7 +238,12 @@ async fn suspend(
                 .await;
             }
             // Already gone: the suspension is achieved.
-            Err(err) if is_status(&err, 404) => return PodOutcome::default(),
+            Err(err) if is_status(&err, 404) => {
+                ctx.created
+                    .pods
+                    .forget(&sandbox.namespace().unwrap_or_default(), &name);
+                return PodOutcome::default();
+            }
             Err(err) => error = Some(Error::api(format!("failed to delete pod \"{name}\""), err)),
         }
     }
@@ -301,10 +314,12 @@ async fn existing_pod(
                 };
             }
         }
-        // Reflect what was written in the copy used for status.
+        // Reflect what was written in the copy used for status (and in the remembered create,
+        // when the cache does not show the Pod yet).
         let (labels, annotations) = desired_pod_metadata(&pod.metadata, sandbox, hash);
         pod.metadata.labels = Some(labels);
         pod.metadata.annotations = Some(annotations);
+        ctx.created.pods.refresh(&pod);
     }
     set_annotation_to(sandbox, annotation, &pod_name);
     PodOutcome {
@@ -375,6 +390,8 @@ async fn create_pod(
     match created {
         Ok(created) => {
             ctx.own_pod_writes.record(&created.metadata);
+            // Until the cache shows it, later passes observe it there (no second create).
+            ctx.created.pods.record(&created);
             ctx.traces.pod_created(sandbox);
             tracing::info!(pod = %format!("{}/{}", sandbox.namespace().unwrap_or_default(), sandbox_name), "created pod");
             // No Event here, as in the reference: a creation is the normal path and an Event
@@ -387,10 +404,18 @@ async fn create_pod(
             }
         }
         Err(err) if is_status(&err, 409) => {
-            // Someone (or our own earlier pass) created it; read it back from the server.
+            // It exists although neither the cache nor `ctx.created` shows it (another replica
+            // or an earlier process created it, or someone else did): read it back. Ours is
+            // remembered like a create of this pass; any other is refused in `existing_pod`.
             match pods_api(ctx, sandbox).get_opt(&sandbox_name).await {
                 Ok(Some(existing)) => {
-                    existing_pod(sandbox, ctx, hash, existing.to_pod(), annotation).await
+                    let existing = existing.to_pod();
+                    if Ownership::of(&existing.metadata, &sandbox.uid().unwrap_or_default())
+                        .is_owned()
+                    {
+                        ctx.created.pods.record(&existing);
+                    }
+                    existing_pod(sandbox, ctx, hash, existing, annotation).await
                 }
                 Ok(None) => PodOutcome {
                     error: Some(Error::PodVanished(format!(

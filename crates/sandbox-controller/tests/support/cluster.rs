@@ -263,6 +263,11 @@ impl Cluster {
             message: Some(message.to_string()),
             ..FaultRule::default()
         };
+        self.set_fault(rule);
+    }
+
+    /// Makes `rule` devcluster's only fault rule.
+    fn set_fault(&self, rule: FaultRule) {
         let faults = FaultConfig {
             rules: vec![rule],
             ..FaultConfig::default()
@@ -271,6 +276,30 @@ impl Cluster {
             .observer()
             .set_faults(faults)
             .expect("valid faults");
+    }
+
+    /// The open and future watches of every `collections` entry (e.g. `pods`) hold each event
+    /// for `delay` before sending it (devcluster's `event_delay`): a watcher falling behind, as
+    /// kube-apiserver's under load. Replaces the fault rules in place.
+    pub fn delay_watch_events(&self, collections: &[&str], delay: Duration) {
+        let rule = FaultRule {
+            verbs: vec!["watch".to_string()],
+            resources: collections.iter().map(|c| c.to_string()).collect(),
+            event_delay: delay,
+            ..FaultRule::default()
+        };
+        self.set_fault(rule);
+    }
+
+    /// The controller's requests answered with `code`, as `verb resource` -> count (e.g.
+    /// `create pods` -> 1 for a create refused with 409).
+    pub fn answered_with(&self, code: u16) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (key, count) in self.controller_counts().filter(|(k, _)| k.code == code) {
+            *out.entry(format!("{} {}", key.verb, key.resource))
+                .or_default() += count;
+        }
+        out
     }
 
     pub fn clear_faults(&self) {

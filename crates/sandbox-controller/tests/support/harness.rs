@@ -89,13 +89,22 @@ pub async fn wait_for_async<T, F: std::future::Future<Output = Option<T>>>(
 }
 
 /// Polls `probe` until it returns `Some`, failing with `what` after the deadline.
-pub async fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+pub async fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    wait_for_within(what, DEADLINE, probe).await
+}
+
+/// [`wait_for`] with its own deadline (for a test whose watches are slowed down on purpose).
+pub async fn wait_for_within<T>(
+    what: &str,
+    deadline: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = probe() {
             return v;
         }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
