@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -514,7 +515,14 @@ def deletion_propagation(ctx):
 
 @scenario
 def dynamic_client(ctx):
-    dyn = dynamic.DynamicClient(client.ApiClient())
+    # The dynamic client caches discovery in a file, by default in the system's temp directory
+    # (`osrcp-<hash>.json`), where it would outlive the run.
+    with tempfile.TemporaryDirectory() as cache:
+        dynamic_client_with_cache(os.path.join(cache, "discovery.json"))
+
+
+def dynamic_client_with_cache(cache_file):
+    dyn = dynamic.DynamicClient(client.ApiClient(), cache_file=cache_file)
     sandboxes = dyn.resources.get(api_version="agents.x-k8s.io/v1beta1", kind="Sandbox")
     assert sandboxes.namespaced and sandboxes.name == "sandboxes"
     assert "status" in [s for s in sandboxes.subresources], sandboxes.subresources

@@ -33,20 +33,20 @@ fn helm() -> &'static Path {
     HELM.get_or_init(|| xtask::gotools::HELM.binary().expect("helm builds"))
 }
 
-/// The chart packaged for VERSION and REGISTRY, in a directory that lives as long as the test
-/// binary.
+/// The chart packaged for VERSION and REGISTRY, once per test binary, in Cargo's scratch
+/// directory for integration tests (`target/tmp`, rewritten by each run): a temporary directory
+/// held in a static is never dropped, and left one `.tmp*` directory in /tmp per run.
 fn packaged() -> &'static Path {
-    static PACKAGE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &PACKAGE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let options = ReleaseOptions::parse(VERSION, REGISTRY).unwrap();
-            let bytes = package(&chart_dir(), &options.chart_inputs(), 1_700_000_000).unwrap();
-            let path = dir.path().join(package_file_name(VERSION));
-            std::fs::write(&path, bytes).unwrap();
-            (dir, path)
-        })
-        .1
+    static PACKAGE: OnceLock<PathBuf> = OnceLock::new();
+    PACKAGE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chart-test-package");
+        std::fs::create_dir_all(&dir).unwrap();
+        let options = ReleaseOptions::parse(VERSION, REGISTRY).unwrap();
+        let bytes = package(&chart_dir(), &options.chart_inputs(), 1_700_000_000).unwrap();
+        let path = dir.join(package_file_name(VERSION));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    })
 }
 
 fn helm_run(args: &[&str]) -> Output {
@@ -54,11 +54,11 @@ fn helm_run(args: &[&str]) -> Output {
         .args(args)
         .env(
             "HELM_CACHE_HOME",
-            std::env::temp_dir().join("xtask-helm-cache"),
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("xtask-helm-cache"),
         )
         .env(
             "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("xtask-helm-config"),
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("xtask-helm-config"),
         )
         .output()
         .expect("helm runs")
