@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service,
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use realcluster::audit::Request;
 use serde_json::{Value, json};
 
 const SYSTEM: &str = SYSTEM_NAMESPACE;
@@ -46,11 +47,10 @@ const EXPLAINED: &[&str] = &[
     "core persistentvolumeclaims get",
     "core services get",
     "agents.x-k8s.io sandboxes get",
-    // Adoption of an existing unowned Service; repair of a drifted NetworkPolicy.
+    // Adoption of an existing unowned Service; repair of a drifted one or PVC.
     "core services update",
     "core services patch",
     "core persistentvolumeclaims patch",
-    "networking.k8s.io networkpolicies update",
     // Lease and certificate Secret: create the first time, update on takeover or renewal.
     "coordination.k8s.io leases create",
     "coordination.k8s.io leases update (a3317529.agent-sandbox.x-k8s.io)",
@@ -246,6 +246,29 @@ async fn exercise(admin: &kube::Client) {
     })
     .await;
 
+    // The template's own rules: its NetworkPolicy's spec is applied (a `patch`).
+    templates
+        .patch(
+            "tpl",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"networkPolicy": {"ingress": [
+                {"from": [{"podSelector": {"matchLabels": {"app": "gateway"}}}]}
+            ]}}})),
+        )
+        .await
+        .expect("template rules changed");
+    wait_for(
+        "the template's rules in its NetworkPolicy",
+        DEADLINE,
+        || async {
+            let list = policies.list(&ListParams::default()).await.ok()?;
+            let spec = serde_json::to_value(list.items.first()?.spec.as_ref()?).ok()?;
+            (spec["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["app"] == "gateway")
+                .then_some(())
+        },
+    )
+    .await;
+
     // The template turned Unmanaged: its NetworkPolicy is deleted.
     templates
         .patch(
@@ -284,65 +307,19 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<String> {
     out
 }
 
-/// One request of the audit log.
-#[derive(Debug)]
-struct Request {
-    verb: String,
-    group: String,
-    resource: String,
-    name: Option<String>,
-    namespace: Option<String>,
-    code: i64,
-}
-
-impl Request {
-    /// The grant that allows it (`None`: a grant of no rule of ours, e.g. discovery).
-    fn grant_in(&self, granted: &BTreeSet<String>) -> Option<String> {
-        let plain = format!("{} {} {}", self.group, self.resource, self.verb);
-        if granted.contains(&plain) {
-            return Some(plain);
-        }
-        let named = format!("{plain} ({})", self.name.as_deref()?);
-        granted.contains(&named).then_some(named)
+/// The grant that allows `request` (`None`: a grant of no rule of ours, e.g. discovery).
+fn grant_in(request: &Request, granted: &BTreeSet<String>) -> Option<String> {
+    let plain = format!(
+        "{} {} {}",
+        request.group,
+        request.resource_path(),
+        request.verb
+    );
+    if granted.contains(&plain) {
+        return Some(plain);
     }
-}
-
-/// The requests of `user` in the audit log: one per audit ID (a watch is logged when its
-/// response starts and again when it ends; the last stage has the final code).
-fn requests_of(log: &str, user: &str) -> Vec<Request> {
-    let mut by_id: BTreeMap<String, Value> = BTreeMap::new();
-    for event in log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-    {
-        if event["user"]["username"] == user {
-            let id = event["auditID"].as_str().unwrap_or_default().to_owned();
-            by_id.insert(id, event);
-        }
-    }
-    by_id
-        .into_values()
-        .map(|e| {
-            let object = &e["objectRef"];
-            let mut resource = object["resource"].as_str().unwrap_or("").to_owned();
-            if let Some(sub) = object["subresource"].as_str() {
-                resource = format!("{resource}/{sub}");
-            }
-            let group = object["apiGroup"].as_str().unwrap_or("");
-            Request {
-                verb: e["verb"].as_str().unwrap_or("").to_owned(),
-                group: if group.is_empty() { "core" } else { group }.to_owned(),
-                resource: if object.is_null() {
-                    e["requestURI"].as_str().unwrap_or("").to_owned()
-                } else {
-                    resource
-                },
-                name: object["name"].as_str().map(str::to_owned),
-                namespace: object["namespace"].as_str().map(str::to_owned),
-                code: e["responseStatus"]["code"].as_i64().unwrap_or(0),
-            }
-        })
-        .collect()
+    let named = format!("{plain} ({})", request.name.as_deref()?);
+    granted.contains(&named).then_some(named)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,7 +395,10 @@ async fn controllers_on_their_service_accounts_use_their_grants_and_nothing_else
                 role_grants.extend(grants(&rules));
             }
         }
-        let requests = requests_of(&log, &user);
+        let requests: Vec<Request> = realcluster::audit::requests(&log)
+            .into_iter()
+            .filter(|r| r.user == user)
+            .collect();
         assert!(
             !requests.is_empty(),
             "no request of {user} in the audit log: did the controller run with its token?"
@@ -429,9 +409,9 @@ async fn controllers_on_their_service_accounts_use_their_grants_and_nothing_else
                 failures.push(format!("{user}: denied {request:?}"));
                 continue;
             }
-            let grant = request.grant_in(&cluster_grants).or_else(|| {
+            let grant = grant_in(request, &cluster_grants).or_else(|| {
                 (request.namespace.as_deref() == Some(SYSTEM))
-                    .then(|| request.grant_in(&role_grants))
+                    .then(|| grant_in(request, &role_grants))
                     .flatten()
             });
             match grant {

@@ -428,7 +428,7 @@ fn extensions_controller_rbac_is_exactly_what_it_needs() {
     want.extend(expand(
         "networking.k8s.io",
         &["networkpolicies"],
-        &["create", "delete", "list", "update", "watch"],
+        &["create", "delete", "list", "patch", "watch"],
         None,
     ));
     want.extend(expand("core", &["pods"], &["list", "watch"], None));

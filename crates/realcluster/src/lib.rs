@@ -21,6 +21,7 @@
 //!
 //! Which control plane the end-to-end suites use is chosen by [`GROUND_ENV`] ([`Ground`]).
 
+pub mod audit;
 pub mod cluster;
 pub mod config;
 pub mod error;
