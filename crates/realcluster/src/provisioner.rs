@@ -5,7 +5,9 @@
 //! every claim that names none), and this provisioner answers each pending claim of it with a
 //! `hostPath` PersistentVolume of the requested size and access modes, pre-bound to the claim
 //! (`claimRef`); kube-controller-manager's PV controller then binds the two, as it does for any
-//! external provisioner. When a claim is deleted, its volume is `Released` and the provisioner
+//! external provisioner. It serves every StorageClass whose `provisioner` is [`PROVISIONER`],
+//! so a test can add one a manifest names ([`storage_class`]), as a user adds a class a
+//! manifest needs to their cluster. When a claim is deleted, its volume is `Released` and the provisioner
 //! deletes it (reclaim policy `Delete`).
 //!
 //! Written here rather than running an upstream provisioner (e.g. local-path-provisioner):
@@ -30,14 +32,15 @@ pub const STORAGE_CLASS: &str = "standard";
 /// Its `provisioner`, also written on each volume as `pv.kubernetes.io/provisioned-by`.
 pub const PROVISIONER: &str = "realcluster.agent-sandbox.dev/hostpath";
 
-/// The StorageClass: default, immediate binding, volumes deleted with their claims.
-pub fn storage_class() -> serde_json::Value {
+/// A StorageClass `name` served by this provisioner (immediate binding, volumes deleted with
+/// their claims), the cluster's default when `default`.
+pub fn storage_class(name: &str, default: bool) -> serde_json::Value {
     json!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {
-            "name": STORAGE_CLASS,
-            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            "name": name,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": default.to_string()},
         },
         "provisioner": PROVISIONER,
         "reclaimPolicy": "Delete",
@@ -45,11 +48,10 @@ pub fn storage_class() -> serde_json::Value {
     })
 }
 
-/// The volume for `claim`, if it is a pending claim of [`STORAGE_CLASS`] with no volume yet.
-pub fn volume_for(claim: &PersistentVolumeClaim) -> Option<serde_json::Value> {
+/// The StorageClass of `claim`, if it is pending with no volume yet (the one to provision for).
+pub fn pending_class(claim: &PersistentVolumeClaim) -> Option<&str> {
     let spec = claim.spec.as_ref()?;
-    if spec.storage_class_name.as_deref() != Some(STORAGE_CLASS)
-        || spec.volume_name.as_deref().is_some_and(|v| !v.is_empty())
+    if spec.volume_name.as_deref().is_some_and(|v| !v.is_empty())
         || claim.metadata.deletion_timestamp.is_some()
     {
         return None;
@@ -58,6 +60,17 @@ pub fn volume_for(claim: &PersistentVolumeClaim) -> Option<serde_json::Value> {
     if phase.is_some_and(|p| p != "Pending") {
         return None;
     }
+    spec.storage_class_name.as_deref().filter(|c| !c.is_empty())
+}
+
+/// The volume for `claim`, if it is pending with no volume yet, of a class `ours` says this
+/// provisioner serves.
+pub fn volume_for(
+    claim: &PersistentVolumeClaim,
+    ours: impl Fn(&str) -> bool,
+) -> Option<serde_json::Value> {
+    let class = pending_class(claim).filter(|c| ours(c))?;
+    let spec = claim.spec.as_ref()?;
     let uid = claim.metadata.uid.as_deref()?;
     let name = claim.metadata.name.as_deref()?;
     let namespace = claim.metadata.namespace.as_deref()?;
@@ -84,7 +97,7 @@ pub fn volume_for(claim: &PersistentVolumeClaim) -> Option<serde_json::Value> {
             "capacity": {"storage": size},
             "accessModes": modes,
             "persistentVolumeReclaimPolicy": "Delete",
-            "storageClassName": STORAGE_CLASS,
+            "storageClassName": class,
             "volumeMode": spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".to_owned()),
             "hostPath": {"path": format!("/var/lib/realcluster/volumes/{volume}")},
             "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -118,7 +131,7 @@ impl Provisioner {
         kubeconfig: std::path::PathBuf,
     ) -> Result<Provisioner, Error> {
         let classes: Api<StorageClass> = Api::all(client.clone());
-        let class: StorageClass = serde_json::from_value(storage_class())
+        let class: StorageClass = serde_json::from_value(storage_class(STORAGE_CLASS, true))
             .map_err(|e| Error::Invalid(format!("the StorageClass does not parse: {e}")))?;
         classes
             .create(&PostParams::default(), &class)
@@ -147,6 +160,7 @@ async fn run(kubeconfig: std::path::PathBuf) {
         }
     };
     let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
+    let classes: Api<StorageClass> = Api::all(client.clone());
     let volumes: Api<PersistentVolume> = Api::all(client);
     let provision = {
         let volumes = volumes.clone();
@@ -154,9 +168,22 @@ async fn run(kubeconfig: std::path::PathBuf) {
             .default_backoff()
             .applied_objects()
             .for_each(move |claim| {
-                let volumes = volumes.clone();
+                let (volumes, classes) = (volumes.clone(), classes.clone());
                 async move {
-                    let Some(volume) = claim.ok().as_ref().and_then(volume_for) else {
+                    let Ok(claim) = claim else { return };
+                    // Which class serves it: read when a claim is pending (rare; a class made
+                    // after the claim is seen on the claim's next event or relist).
+                    let Some(class) = pending_class(&claim) else {
+                        return;
+                    };
+                    let ours = match classes.get_opt(class).await {
+                        Ok(found) => found.is_some_and(|c| c.provisioner == PROVISIONER),
+                        Err(e) => {
+                            eprintln!("realcluster: reading StorageClass {class} failed: {e}");
+                            false
+                        }
+                    };
+                    let Some(volume) = volume_for(&claim, |_| ours) else {
                         return;
                     };
                     let Ok(volume) = serde_json::from_value::<PersistentVolume>(volume) else {
@@ -211,7 +238,9 @@ mod tests {
 
     #[test]
     fn a_pending_claim_of_the_class_gets_a_volume_bound_to_it() {
-        let volume = volume_for(&pending(STORAGE_CLASS)).expect("a volume");
+        let ours = |c: &str| c == STORAGE_CLASS || c == "dynamic-rwo";
+        let volume = volume_for(&pending("dynamic-rwo"), ours).expect("a volume");
+        assert_eq!(volume["spec"]["storageClassName"], "dynamic-rwo");
         assert_eq!(volume["metadata"]["name"], "pvc-u-1");
         assert_eq!(volume["spec"]["capacity"]["storage"], "2Gi");
         assert_eq!(volume["spec"]["accessModes"], json!(["ReadWriteOnce"]));
@@ -225,10 +254,13 @@ mod tests {
 
     #[test]
     fn other_classes_and_bound_claims_are_left_alone() {
-        assert!(volume_for(&pending("fast")).is_none());
+        let ours = |c: &str| c == STORAGE_CLASS;
+        assert!(volume_for(&pending("fast"), ours).is_none());
         let mut bound = pending(STORAGE_CLASS);
         bound.spec.as_mut().unwrap().volume_name = Some("pv-1".into());
-        assert!(volume_for(&bound).is_none());
+        assert!(volume_for(&bound, ours).is_none());
+        assert_eq!(pending_class(&bound), None);
+        assert!(volume_for(&pending(STORAGE_CLASS), ours).is_some());
     }
 
     #[test]
