@@ -1,7 +1,8 @@
 //! Claims never take more than they may: a bound claim whose Sandbox disappears is told so and
 //! not silently given another; a claim asking for metadata the API would refuse takes no warm
-//! Sandbox; a template whose NetworkPolicy cannot be made hands out no Sandbox; a template with
-//! the longest name the API allows still gets its policy.
+//! Sandbox; a template whose NetworkPolicy cannot be made, or does not carry the template's
+//! current rules, hands out no Sandbox; a template with the longest name the API allows still
+//! gets its policy.
 
 use std::time::Duration;
 
@@ -124,6 +125,12 @@ fn sandbox_requests(ext: &ExtEnv, verb: &str, code: u16) -> u64 {
 /// the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_deleted_while_its_take_is_under_way_leaves_the_member_in_the_pool() {
+    if !e2e_tests::devcluster_only(
+        "a_claim_deleted_while_its_take_is_under_way_leaves_the_member_in_the_pool",
+        "it refuses and holds requests with devcluster's fault injection",
+    ) {
+        return;
+    }
     let ext = ExtEnv::start(Options::default()).await;
     ext.create_template("tmpl", json!({})).await;
     let pool = ext.create_pool("pool", "tmpl", 1).await;
@@ -302,5 +309,89 @@ async fn a_template_whose_policy_cannot_be_made_hands_out_no_sandbox() {
         .await
         .unwrap();
     ext.wait_claim_reason("exposed", "DependenciesReady").await;
+    ext.stop().await;
+}
+
+/// A template's rules tightened while the API server refuses to apply them (found on the real
+/// control plane, where the release's RBAC lacked `patch` on NetworkPolicies): until its policy
+/// carries them, no Sandbox of the template is handed out under the looser rules in force, and
+/// the template gets a Warning Event saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_that_cannot_be_applied_hand_out_no_sandbox_under_the_old_ones() {
+    if !e2e_tests::devcluster_only(
+        "rules_that_cannot_be_applied_hand_out_no_sandbox_under_the_old_ones",
+        "it refuses the policy's apply with devcluster's fault injection",
+    ) {
+        return;
+    }
+    let ext = ExtEnv::start(Options::default()).await;
+    ext.create_template("tmpl", json!({})).await;
+    let pool = ext.create_pool("pool", "tmpl", 1).await;
+    let ready = ext.wait_pool_ready("pool", 1).await;
+    ext.wait_template_settled("tmpl").await;
+    let members = ext.pool_members(&ready).await;
+    let observer = ext.env.cluster.observer();
+    observer
+        .set_faults(FaultConfig {
+            rules: vec![FaultRule {
+                verbs: vec!["patch".into()],
+                resources: vec!["networkpolicies/".into()],
+                error_rate: 1.0,
+                error_code: 403,
+                message: Some("networkpolicies is forbidden: cannot patch".into()),
+                ..FaultRule::default()
+            }],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    // Deny all ingress from now on.
+    ext.api::<api_types::SandboxTemplate>()
+        .patch(
+            "tmpl",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"networkPolicy": {"ingress": []}}})),
+        )
+        .await
+        .expect("template rules tightened");
+    let events = ext.api::<k8s_openapi::api::events::v1::Event>();
+    let note = wait_for("a Warning Event NetworkPolicyFailed", DEADLINE, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            (e.reason.as_deref() == Some("NetworkPolicyFailed")
+                && e.regarding.as_ref()?.name.as_deref() == Some("tmpl"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(note.contains("forbidden"), "{note}");
+    ext.create_claim("strict", "pool", json!({})).await;
+    let held = ext
+        .wait_claim_reason("strict", "NetworkPolicyNotReady")
+        .await;
+    let message = claim_ready(&held).unwrap().2;
+    assert!(
+        message.contains("tmpl-network-policy") && message.contains("forbidden"),
+        "{message}"
+    );
+    ext.settle().await;
+    let claim = ext.api::<SandboxClaim>().get("strict").await.unwrap();
+    assert!(
+        claim
+            .status
+            .as_ref()
+            .is_none_or(|s| s.sandbox.name.is_empty()),
+        "no Sandbox bound under the old rules: {:?}",
+        claim.status
+    );
+    assert_eq!(ext.pool_members(&pool).await.len(), members.len());
+    // The API server takes the apply again: the policy carries the rules, the claim is served.
+    observer.set_faults(FaultConfig::default()).expect("faults");
+    ext.wait_claim_reason("strict", "DependenciesReady").await;
+    let np = ext
+        .api::<NetworkPolicy>()
+        .get("tmpl-network-policy")
+        .await
+        .unwrap();
+    assert_eq!(np.spec.unwrap().ingress, Some(vec![]));
     ext.stop().await;
 }

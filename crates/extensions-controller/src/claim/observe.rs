@@ -21,7 +21,7 @@ use crate::context::Context;
 use crate::ownership::{
     CLAIM_KIND, controller_of, controlling_pool, is_controlled_by, refers_to_kind,
 };
-use crate::template::network_policy::policy_name;
+use crate::template::network_policy::{desired_spec, policy_name};
 use crate::warm_pool::blueprint::{TemplateFacts, is_stale};
 
 /// How many candidates one pass tries before giving up on the warm path.
@@ -298,7 +298,9 @@ fn expired_target(ctx: &Context, o: &Observation) -> Option<Arc<Sandbox>> {
 }
 
 /// The template's NetworkPolicy: in place when the template manages none, or when the policy
-/// named after the template exists and is the template's.
+/// named after the template exists, is the template's, and carries the template's current
+/// rules (fail closed: while a change of rules is not applied, or cannot be, the rules in force
+/// may be looser than the ones the template asks for).
 fn policy_of(ctx: &Context, template: Option<&SandboxTemplate>) -> Policy {
     let Some(template) = template else {
         return Policy::NotReady(
@@ -317,12 +319,29 @@ fn policy_of(ctx: &Context, template: Option<&SandboxTemplate>) -> Policy {
         .stores
         .policies
         .get(&ObjectRef::new(&np_name).within(namespace));
+    let failure = || ctx.template.failure(namespace, template_name);
     match np {
-        Some(np) if is_controlled_by(&np.metadata, template_uid) => Policy::Ready,
+        Some(np) if is_controlled_by(&np.metadata, template_uid) => {
+            let desired = desired_spec(template_name, &template.spec);
+            if ctx
+                .template
+                .in_place(&format!("{namespace}/{np_name}"), &np, &desired)
+            {
+                return Policy::Ready;
+            }
+            Policy::NotReady(match failure() {
+                Some(why) => format!(
+                    "NetworkPolicy {np_name:?} does not carry the rules of SandboxTemplate {template_name:?}: {why}. No Sandbox of this template is handed out until it does"
+                ),
+                None => format!(
+                    "waiting for NetworkPolicy {np_name:?} to carry the current rules of SandboxTemplate {template_name:?}; no Sandbox of this template is handed out until it does"
+                ),
+            })
+        }
         Some(_) => Policy::NotReady(format!(
             "NetworkPolicy {np_name:?} of SandboxTemplate {template_name:?} cannot be made: another NetworkPolicy of that name exists; rename or delete it, or set networkPolicyManagement: Unmanaged on the template. No Sandbox of this template is handed out without its policy"
         )),
-        None => Policy::NotReady(match ctx.template.failure(namespace, template_name) {
+        None => Policy::NotReady(match failure() {
             Some(why) => format!(
                 "NetworkPolicy {np_name:?} of SandboxTemplate {template_name:?} cannot be made: {why}. No Sandbox of this template is handed out without its policy"
             ),

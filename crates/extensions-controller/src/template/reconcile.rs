@@ -154,12 +154,8 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
             Ok(Action::await_change())
         }
         Some(np) => {
-            ctx.template.succeeded(namespace, name);
-            let unchanged_since_our_write =
-                ctx.template.written(&np_key).is_some_and(|(rv, spec)| {
-                    Some(rv.as_str()) == np.metadata.resource_version.as_deref() && spec == desired
-                });
-            if np.spec.as_ref() == Some(&desired) || unchanged_since_our_write {
+            if ctx.template.in_place(&np_key, &np, &desired) {
+                ctx.template.succeeded(namespace, name);
                 return Ok(Action::await_change());
             }
             // Server-side apply of the fields this controller owns, guarded by the version
@@ -183,11 +179,21 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
                 .await
             {
                 Ok(stored) => {
+                    ctx.template.succeeded(namespace, name);
                     remember(ctx, np_key, &stored, desired);
                     Ok(Action::await_change())
                 }
                 Err(e) if is_conflict(&e) => Ok(Action::requeue(Duration::from_millis(200))),
-                Err(e) => Err(Error::kube(format!("apply NetworkPolicy {np_key}"), e)),
+                Err(e) => {
+                    // Until the policy carries the template's rules, its claims get nothing
+                    // (fail closed: the rules in force may be looser than the ones asked for).
+                    let why = format!("applying the template's rules to it failed: {e}");
+                    policy_failed(ctx, template, &why, &e, &format!(
+                        "cannot apply the template's rules to NetworkPolicy {np_name:?}: {e}; no Sandbox of this template is handed out until it carries them"
+                    ))
+                    .await;
+                    Err(Error::kube(format!("apply NetworkPolicy {np_key}"), e))
+                }
             }
         }
         None => {
@@ -220,27 +226,41 @@ async fn reconcile_inner(template: &SandboxTemplate, ctx: &Context) -> Result<Ac
                 // Our cache has not seen it yet; look again once it has.
                 Err(e) if is_already_exists(&e) => Ok(Action::requeue(Duration::from_millis(500))),
                 Err(e) => {
-                    // Claims of this template say why they get nothing (fail closed); a
-                    // refusal the user must fix (4xx) is also an Event on the template.
                     let why = format!("creating it failed: {e}");
-                    let user_error = api_status(&e).is_some_and(|c| (400..500).contains(&c));
-                    if ctx.template.failed(namespace, name, why.clone()) && user_error {
-                        Context::event(
-                            ctx.template_recorder.as_ref(),
-                            template,
-                            EventType::Warning,
-                            "NetworkPolicyFailed",
-                            "Reconciling",
-                            format!(
-                                "cannot create NetworkPolicy {np_name:?}: {e}; no Sandbox of this template is handed out until it exists"
-                            ),
-                        )
-                        .await;
-                    }
+                    policy_failed(ctx, template, &why, &e, &format!(
+                        "cannot create NetworkPolicy {np_name:?}: {e}; no Sandbox of this template is handed out until it exists"
+                    ))
+                    .await;
                     Err(Error::kube(format!("create NetworkPolicy {np_key}"), e))
                 }
             }
         }
+    }
+}
+
+/// Records why the template's policy is not in place (claims of the template say it and get
+/// nothing: fail closed); a refusal the user must fix (4xx) is also a Warning Event on the
+/// template, once per distinct reason.
+async fn policy_failed(
+    ctx: &Context,
+    template: &SandboxTemplate,
+    why: &str,
+    error: &kube::Error,
+    note: &str,
+) {
+    let namespace = template.metadata.namespace.as_deref().unwrap_or_default();
+    let name = template.metadata.name.as_deref().unwrap_or_default();
+    let user_error = api_status(error).is_some_and(|c| (400..500).contains(&c));
+    if ctx.template.failed(namespace, name, why.to_owned()) && user_error {
+        Context::event(
+            ctx.template_recorder.as_ref(),
+            template,
+            EventType::Warning,
+            "NetworkPolicyFailed",
+            "Reconciling",
+            note.to_owned(),
+        )
+        .await;
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use k8s_openapi::api::networking::v1::NetworkPolicySpec;
+use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicySpec};
 
 #[derive(Debug, Default)]
 pub struct TemplateState {
@@ -24,6 +24,16 @@ impl TemplateState {
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
             .cloned()
+    }
+
+    /// Whether the policy `np` (at `key`, `namespace/name`) carries `desired`: its spec is
+    /// that, or it is unchanged since this process wrote `desired` to it (the API server may
+    /// have defaulted fields of what was written, e.g. a port's protocol).
+    pub fn in_place(&self, key: &str, np: &NetworkPolicy, desired: &NetworkPolicySpec) -> bool {
+        np.spec.as_ref() == Some(desired)
+            || self.written(key).is_some_and(|(rv, spec)| {
+                Some(rv.as_str()) == np.metadata.resource_version.as_deref() && &spec == desired
+            })
     }
 
     pub fn remember_written(&self, key: String, rv: String, spec: NetworkPolicySpec) {
