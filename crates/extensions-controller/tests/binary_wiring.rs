@@ -7,7 +7,10 @@ use crate::harness;
 use clap::Parser;
 use controller_common::runtime::{RunSpec, Runtime};
 use e2e_tests::http_probe::{free_port, http_get};
-use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for, wait_lease_holder};
+use e2e_tests::{
+    DEADLINE, Env, EnvOptions, install_crds, lease_namespace, release_rbac, wait_for,
+    wait_lease_holder,
+};
 use extensions_controller::args::{Args, LEASE_NAME};
 use kube::Api;
 use serde_json::json;
@@ -18,13 +21,21 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
     let env = Env::start(EnvOptions::default()).await;
     install_crds(&env.client, api_types::extension_crds()).await;
     let dir = tempfile::tempdir().unwrap();
+    // Its own ServiceAccount's token on the real control plane, as the release runs it.
+    let kubeconfig = env
+        .controller_kubeconfig(&release_rbac::EXTENSIONS_CONTROLLER, dir.path())
+        .await;
+    let client = realcluster::client_from_kubeconfig(&kubeconfig)
+        .await
+        .expect("the controller's client");
     let domains = dir.path().join("allowed-label-domains");
     std::fs::write(&domains, "custom.company.com\n").unwrap();
     let (metrics, probes) = (free_port(), free_port());
     let args = Args::try_parse_from([
         "extensions-controller".to_owned(),
-        "--leader-election-namespace=default".to_owned(),
-        // devcluster calls no conversion webhook; tests/tests/conversion_webhook.rs covers it.
+        format!("--leader-election-namespace={}", lease_namespace()),
+        // The test installs CRDs without conversion webhooks; tests/tests/conversion_webhook.rs
+        // covers them.
         "--enable-webhook=false".to_owned(),
         format!("--metrics-bind-address=127.0.0.1:{metrics}"),
         format!("--health-probe-bind-address=127.0.0.1:{probes}"),
@@ -35,7 +46,7 @@ async fn binary_leads_serves_probes_and_claim_metrics() {
     let runtime = Runtime::with_client(
         &args.common,
         RunSpec::new("extensions-controller", LEASE_NAME),
-        env.client.clone(),
+        client,
         shutdown.clone(),
     );
     let task = tokio::spawn(async move { extensions_controller::run_with(runtime, &args).await });

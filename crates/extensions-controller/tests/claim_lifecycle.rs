@@ -3,7 +3,7 @@
 use crate::harness;
 
 use api_types::{Sandbox, SandboxClaim};
-use e2e_tests::{DEADLINE, wait_for};
+use e2e_tests::{DEADLINE, GC_DEADLINE, wait_for};
 use extensions_controller::Options;
 use harness::{ExtEnv, claim_ready};
 use k8s_openapi::api::core::v1::Pod;
@@ -92,7 +92,8 @@ async fn delete_policy_removes_the_claim_and_deleting_a_claim_removes_sandbox_an
         .await
         .unwrap();
     let sandboxes = ext.api::<Sandbox>();
-    wait_for("sandbox and pod collected", DEADLINE, || async {
+    // Garbage collection by kube-controller-manager on the real control plane.
+    wait_for("sandbox and pod collected", GC_DEADLINE, || async {
         let sb = sandboxes.get_opt(&sb_name).await.ok()?;
         let pod = pods.get_opt(&sb_name).await.ok()?;
         (sb.is_none() && pod.is_none()).then_some(())
@@ -284,7 +285,8 @@ async fn delete_foreground_after_finish_removes_pod_then_sandbox_then_claim() {
     )
     .await;
     let mut seen: Vec<Seen> = Vec::new();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // Foreground deletion is kube-controller-manager's garbage collector on the real ground.
+    let deadline = tokio::time::Instant::now() + GC_DEADLINE;
     // The three watches are separate streams: the claim's deletion can be read before the
     // Pod's and the Sandbox's, which the API server committed earlier. Read until all three.
     let gone = |seen: &[Seen], kind: &str| {

@@ -6,7 +6,7 @@ use crate::harness;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use e2e_tests::{DEADLINE, EnvOptions, wait_for};
+use e2e_tests::{DEADLINE, EnvOptions, Ground, wait_for};
 use extensions_controller::Options;
 use extensions_controller::warm_pool::state::PoolSettings;
 use harness::ExtEnv;
@@ -45,11 +45,16 @@ async fn unschedulable_members_are_held_and_reported_not_replaced() {
         nodes.unschedulable_fraction = 1.0;
     }
     let ext = ExtEnv::start_with(env_options, quick_grace()).await;
-    ext.create_template(
-        "big",
-        json!({"podTemplate": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}}),
-    )
-    .await;
+    // devcluster's nodes refuse every Pod (above); kube-scheduler finds no node with this label.
+    let pod_spec = match e2e_tests::ground() {
+        Ground::DevCluster => json!({"containers": [{"name": "main", "image": "busybox:1.36"}]}),
+        Ground::Real => json!({
+            "nodeSelector": {"agent-sandbox.test/no-such-node": "true"},
+            "containers": [{"name": "main", "image": "busybox:1.36"}],
+        }),
+    };
+    ext.create_template("big", json!({"podTemplate": {"spec": pod_spec}}))
+        .await;
     let pool = ext.create_pool("pool", "big", 2).await;
     let pods = ext.api::<Pod>();
     let members: BTreeSet<String> =

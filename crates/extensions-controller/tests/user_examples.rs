@@ -15,6 +15,37 @@ fn load<K: serde::de::DeserializeOwned>(examples: &Path, file: &str) -> K {
     serde_yaml::from_str(&text).expect("example parses")
 }
 
+/// On the real control plane, the StorageClasses `claim` names, served by its volume
+/// provisioner: a user applying the example has them (e.g. `dynamic-rwo` on GKE); the test
+/// cluster has only its default class. devcluster binds no volumes and needs none.
+async fn storage_classes_for(ext: &ExtEnv, claim: &SandboxClaim) {
+    if e2e_tests::ground() != e2e_tests::Ground::Real {
+        return;
+    }
+    let classes: kube::Api<k8s_openapi::api::storage::v1::StorageClass> =
+        kube::Api::all(ext.env.client.clone());
+    for template in &claim.spec.volume_claim_templates {
+        let Some(name) = template.spec.storage_class_name.as_deref() else {
+            continue;
+        };
+        if classes
+            .get_opt(name)
+            .await
+            .expect("read StorageClass")
+            .is_none()
+        {
+            let class = realcluster::provisioner::storage_class(name, false);
+            classes
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(class).expect("a StorageClass"),
+                )
+                .await
+                .expect("StorageClass created");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warmpool_quickstart_applies_and_serves_its_claim() {
     let Some(examples) = reference_spec::examples() else {
@@ -35,6 +66,7 @@ async fn warmpool_quickstart_applies_and_serves_its_claim() {
         .unwrap();
     let pool_name = pool.metadata.name.clone().unwrap();
     ext.wait_pool_ready(&pool_name, 1).await;
+    storage_classes_for(&ext, &claim).await;
     ext.api::<SandboxClaim>().create(&pp, &claim).await.unwrap();
 
     // The claim overrides the template's `workspace` volume, so it cold-starts.

@@ -1,6 +1,9 @@
-//! End-to-end harness for the extensions controller: the shared devcluster environment
-//! (API server, simulated nodes, core controller in-process) plus the extension CRDs and this
-//! controller, run in-process so a test can kill and restart it.
+//! End-to-end harness for the extensions controller: the shared environment of the end-to-end
+//! suites (devcluster with its simulated nodes, or with `AGENT_SANDBOX_CLUSTER=real` a real
+//! control plane with kwok; the core controller in-process) plus the extension CRDs and this
+//! controller, run in-process so a test can kill and restart it. On the real control plane the
+//! controller runs on a token of the release's `extensions-controller` ServiceAccount, and
+//! write counts come from kube-apiserver's audit log.
 
 #![allow(dead_code)]
 
@@ -8,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api_types::{Sandbox, SandboxClaim, SandboxTemplate, SandboxWarmPool};
-use e2e_tests::{DEADLINE, Env, EnvOptions, install_crds, wait_for};
+use e2e_tests::{Cluster, DEADLINE, Env, EnvOptions, install_crds, release_rbac, wait_for};
 use extensions_controller::metrics::ClaimMetrics;
 use extensions_controller::{ExtensionsController, Options};
 use kube::api::{Api, ListParams, PostParams};
@@ -42,6 +45,10 @@ pub struct ExtEnv {
     pub options: Options,
     pub registry: Registry,
     controller: Option<(CancellationToken, JoinHandle<()>)>,
+    /// On the real control plane: where write counts start in the audit log.
+    audit_mark: std::sync::Mutex<Option<realcluster::audit::Mark>>,
+    /// The controller's kubeconfig on the real control plane (a ServiceAccount token).
+    _kubeconfig_dir: tempfile::TempDir,
 }
 
 impl ExtEnv {
@@ -58,14 +65,21 @@ impl ExtEnv {
             claims.list(&ListParams::default()).await.ok().map(|_| ())
         })
         .await;
-        let client = client_with_agent(env.cluster.kubeconfig_path(), USER_AGENT).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = env
+            .controller_kubeconfig(&release_rbac::EXTENSIONS_CONTROLLER, dir.path())
+            .await;
+        let client = client_with_agent(&kubeconfig, USER_AGENT).await;
         let mut ext = ExtEnv {
             env,
             client,
             options,
             registry: Registry::default(),
             controller: None,
+            audit_mark: std::sync::Mutex::new(None),
+            _kubeconfig_dir: dir,
         };
+        ext.reset_counts();
         ext.start_controller();
         ext
     }
@@ -146,7 +160,8 @@ impl ExtEnv {
     }
 
     /// Write requests (create, update, patch, delete) seen by the API server since the last
-    /// reset, as `verb resource[/subresource]` → count.
+    /// reset, as `verb resource[/subresource]` → count: every client's on devcluster, the
+    /// controllers' on the real control plane (its audit log records only their requests).
     pub fn writes(&self) -> BTreeMap<String, u64> {
         self.writes_by(|_| true)
     }
@@ -158,23 +173,46 @@ impl ExtEnv {
 
     fn writes_by(&self, agent: impl Fn(&str) -> bool) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for (key, count) in self.env.cluster.observer().counts() {
-            if matches!(key.verb.as_str(), "create" | "update" | "patch" | "delete")
-                && agent(&key.user_agent)
-            {
-                let resource = if key.subresource.is_empty() {
-                    key.resource.clone()
-                } else {
-                    format!("{}/{}", key.resource, key.subresource)
-                };
-                *out.entry(format!("{} {resource}", key.verb)).or_default() += count;
+        match &self.env.cluster {
+            Cluster::Dev(_) => {
+                for (key, count) in self.env.cluster.observer().counts() {
+                    if matches!(key.verb.as_str(), "create" | "update" | "patch" | "delete")
+                        && agent(&key.user_agent)
+                    {
+                        let resource = if key.subresource.is_empty() {
+                            key.resource.clone()
+                        } else {
+                            format!("{}/{}", key.resource, key.subresource)
+                        };
+                        *out.entry(format!("{} {resource}", key.verb)).or_default() += count;
+                    }
+                }
+            }
+            Cluster::Real(real) => {
+                let mark = self.audit_mark.lock().expect("mark lock").clone();
+                let mark = mark.expect("set at start");
+                let requests = mark
+                    .requests_since(real.cluster.audit_log_path())
+                    .expect("read the audit log");
+                for r in requests {
+                    if r.is_write() && agent(&r.user_agent) {
+                        *out.entry(format!("{} {}", r.verb, r.resource_path()))
+                            .or_default() += 1;
+                    }
+                }
             }
         }
         out
     }
 
     pub fn reset_counts(&self) {
-        self.env.cluster.observer().reset_counts();
+        match &self.env.cluster {
+            Cluster::Dev(_) => self.env.cluster.observer().reset_counts(),
+            Cluster::Real(real) => {
+                let mark = realcluster::audit::Mark::now(real.cluster.audit_log_path());
+                *self.audit_mark.lock().expect("mark lock") = Some(mark);
+            }
+        }
     }
 
     pub async fn create_template(
