@@ -174,6 +174,23 @@ fn steps() -> Vec<Step> {
             .json(json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})),
         step("list with a bad label selector", "GET", format!("{}?labelSelector=a%20in", configmaps())),
         step("list with an unknown field selector", "GET", format!("{}?fieldSelector=spec.nosuch%3Dx", configmaps())),
+        // Strategic merge patch: where the patch's new list elements go among the live ones
+        // (found by devcluster's API tests on the real ground: the patch's go first).
+        step("create a deployment", "POST", format!("/apis/apps/v1/namespaces/{NS}/deployments"))
+            .json(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [
+                        {"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                        {"name": "side", "image": "side:1"}]}}}}))
+            .compare(&["/spec/template/spec/containers/0/env"]),
+        step("strategic merge patch adding list elements", "PATCH", format!("/apis/apps/v1/namespaces/{NS}/deployments/web"))
+            .json(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "app", "env": [{"name": "C", "value": "3"}, {"name": "B", "value": "4"}]},
+                {"name": "new", "image": "new:1"}]}}}}))
+            .content_type("application/strategic-merge-patch+json")
+            .compare(&["/spec/template/spec/containers/0/name", "/spec/template/spec/containers/0/env",
+                "/spec/template/spec/containers/1/name", "/spec/template/spec/containers/2/name"]),
         // Events: what kube-apiserver refuses (found by the Python client on the real ground).
         step("event time without six fraction digits", "POST", format!("/api/v1/namespaces/{NS}/events"))
             .json(core_event(json!({"eventTime": "2026-01-01T00:00:00Z", "reportingComponent": "parity",

@@ -369,9 +369,11 @@ fn reorder(
     let mut server_iter = server_items.into_iter().peekable();
     loop {
         let take_patch = match (patch_iter.peek(), server_iter.peek()) {
+            // As kube-apiserver merges them: a server-only element goes first only when both
+            // were live and it was in front; otherwise (a new element) the patch's goes first.
             (Some(p), Some(s)) => match (live_index(p), live_index(s)) {
                 (Some(pi), Some(si)) => pi < si,
-                _ => false,
+                _ => true,
             },
             (Some(_), None) => true,
             (None, Some(_)) => false,
@@ -431,8 +433,10 @@ mod tests {
             containers[0]["ports"],
             json!([{"containerPort": 80, "protocol": "TCP"}])
         );
-        assert_eq!(containers[1]["name"], "side");
-        assert_eq!(containers[2], json!({"name": "new", "image": "new:1"}));
+        // The patch's new element goes before the live one it did not name, as on
+        // kube-apiserver (tests/parity.rs checks it there).
+        assert_eq!(containers[1], json!({"name": "new", "image": "new:1"}));
+        assert_eq!(containers[2]["name"], "side");
     }
 
     #[test]
@@ -453,7 +457,7 @@ mod tests {
         let out = strategic_merge_patch(&base_pod(), &patch, &pod()).unwrap();
         assert_eq!(
             out["status"]["conditions"],
-            json!([{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"}])
+            json!([{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}, {"type": "PodScheduled", "status": "True"}])
         );
     }
 

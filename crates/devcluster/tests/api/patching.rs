@@ -55,7 +55,8 @@ async fn strategic_merge_patch_merges_containers_by_name_and_bumps_generation() 
         .into_iter()
         .map(|e| e.name)
         .collect();
-    assert_eq!(env, ["A", "B"], "env merged by name");
+    // kube-apiserver puts the patch's new element before the live one it did not name.
+    assert_eq!(env, ["B", "A"], "env merged by name");
 
     // Metadata-only changes leave generation alone.
     let labels = json!({"metadata": {"labels": {"team": "x"}}});
