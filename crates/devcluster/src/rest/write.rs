@@ -109,7 +109,7 @@ fn check_new_event(
 }
 
 /// Namespace lifecycle admission: content goes only into an existing namespace that is not
-/// terminating. `name` is the object's name as requested (empty for generateName).
+/// terminating. `name` is the object's name as requested (its `generateName` prefix without one).
 fn check_namespace(state: &SharedState, req: &ResourceRequest, name: &str) -> Result<(), ApiError> {
     let Some(ns) = req.namespace.as_deref() else {
         return Ok(());
@@ -216,7 +216,13 @@ pub fn create(state: &SharedState, req: &ResourceRequest) -> Result<Response, Ap
             "resourceVersion should not be set on objects to be created",
         ));
     }
-    check_namespace(state, req, meta::meta_str(&obj, "name").unwrap_or_default())?;
+    // Admission runs before a name is generated: kube-apiserver names the object by its
+    // `generateName` prefix in the refusal (`configmaps "late-" is forbidden`).
+    let admitted_name = meta::meta_str(&obj, "name")
+        .filter(|n| !n.is_empty())
+        .or_else(|| meta::meta_str(&obj, "generateName"))
+        .unwrap_or_default();
+    check_namespace(state, req, admitted_name)?;
     let generate = meta::meta_str(&obj, "generateName").map(String::from);
     let explicit = meta::meta_str(&obj, "name")
         .filter(|n| !n.is_empty())

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use super::{eventually, start, start_without_nodes, status_code};
+use super::{devcluster_only, eventually, start, start_without_nodes, status_code};
 
 fn configmap(name: &str, data: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -256,6 +256,12 @@ async fn delete_preconditions_are_checked() {
 
 #[tokio::test]
 async fn status_subresource_is_separate_for_pods() {
+    if !super::differs_on_real(
+        "status_subresource_is_separate_for_pods",
+        "kube-apiserver takes label changes through pods/status; devcluster drops them",
+    ) {
+        return;
+    }
     let dc = start_without_nodes().await;
     let api: Api<Pod> = Api::default_namespaced(dc.client());
     let pod: Pod = serde_json::from_value(json!({
@@ -453,6 +459,12 @@ async fn immutable_configmaps_keep_their_data() {
 
 #[tokio::test]
 async fn pod_deletion_honours_the_grace_period_and_the_node_finishes_it() {
+    if !devcluster_only(
+        "pod_deletion_honours_the_grace_period_and_the_node_finishes_it",
+        "kwok does not simulate graceful termination (docs/cluster.md)",
+    ) {
+        return;
+    }
     let dc = devcluster::DevCluster::start(devcluster::Config {
         nodes: devcluster::nodes::NodeConfig {
             termination_delay: std::time::Duration::from_millis(800),

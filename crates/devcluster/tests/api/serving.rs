@@ -3,10 +3,16 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 
-use super::status_code;
+use super::{devcluster_only, status_code};
 
 #[tokio::test]
 async fn tls_with_generated_ca_and_kubeconfig() {
+    if !devcluster_only(
+        "tls_with_generated_ca_and_kubeconfig",
+        "it checks devcluster's own serving options",
+    ) {
+        return;
+    }
     let dc = devcluster::DevCluster::start(devcluster::Config {
         tls: true,
         node_agent: false,
@@ -23,6 +29,12 @@ async fn tls_with_generated_ca_and_kubeconfig() {
 
 #[tokio::test]
 async fn token_file_restricts_access() {
+    if !devcluster_only(
+        "token_file_restricts_access",
+        "it checks devcluster's own serving options",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "good-token\n").unwrap();
@@ -48,6 +60,12 @@ async fn token_file_restricts_access() {
 
 #[tokio::test]
 async fn requests_are_counted_at_metrics_and_in_the_library() {
+    if !devcluster_only(
+        "requests_are_counted_at_metrics_and_in_the_library",
+        "it checks devcluster's own serving options",
+    ) {
+        return;
+    }
     let dc = devcluster::DevCluster::start(devcluster::Config {
         node_agent: false,
         ..devcluster::Config::ephemeral()
