@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::harness;
 
-use api_types::{Sandbox, SandboxClaim};
+use api_types::{Sandbox, SandboxClaim, SandboxWarmPool};
 use devcluster::observe::{FaultConfig, FaultRule};
 use e2e_tests::{DEADLINE, wait_for};
 use extensions_controller::Options;
@@ -117,6 +117,17 @@ fn sandbox_requests(ext: &ExtEnv, verb: &str, code: u16) -> u64 {
         .sum()
 }
 
+/// Template `tmpl` (its policy in place) and its pool `pool` of one Ready member: the pool as
+/// created and its members.
+async fn settled_pool_of_one(ext: &ExtEnv) -> (SandboxWarmPool, Vec<Sandbox>) {
+    ext.create_template("tmpl", json!({})).await;
+    let pool = ext.create_pool("pool", "tmpl", 1).await;
+    let ready = ext.wait_pool_ready("pool", 1).await;
+    ext.wait_template_settled("tmpl").await;
+    let members = ext.pool_members(&ready).await;
+    (pool, members)
+}
+
 /// Issue 21 item 2 (chaos `churn-fast`): a claim deleted while its take is under way takes
 /// nothing. The adoption patch of the pool's only member is refused (409) and the fresh read of
 /// the member that follows is held for 5 s, while the claim is deleted. A retried patch would
@@ -132,11 +143,7 @@ async fn a_claim_deleted_while_its_take_is_under_way_leaves_the_member_in_the_po
         return;
     }
     let ext = ExtEnv::start(Options::default()).await;
-    ext.create_template("tmpl", json!({})).await;
-    let pool = ext.create_pool("pool", "tmpl", 1).await;
-    let ready = ext.wait_pool_ready("pool", 1).await;
-    ext.wait_template_settled("tmpl").await;
-    let members = ext.pool_members(&ready).await;
+    let (pool, members) = settled_pool_of_one(&ext).await;
     assert_eq!(members.len(), 1);
     // `sandboxes/`: the main resource only (not the core controller's status writes).
     let held_read = FaultRule {
@@ -325,11 +332,7 @@ async fn rules_that_cannot_be_applied_hand_out_no_sandbox_under_the_old_ones() {
         return;
     }
     let ext = ExtEnv::start(Options::default()).await;
-    ext.create_template("tmpl", json!({})).await;
-    let pool = ext.create_pool("pool", "tmpl", 1).await;
-    let ready = ext.wait_pool_ready("pool", 1).await;
-    ext.wait_template_settled("tmpl").await;
-    let members = ext.pool_members(&ready).await;
+    let (pool, members) = settled_pool_of_one(&ext).await;
     let observer = ext.env.cluster.observer();
     observer
         .set_faults(FaultConfig {

@@ -258,15 +258,15 @@ pub async fn install_reference_crds(client: &kube::Client, dir: &Path) {
     let crds = api.list(&Default::default()).await.expect("list CRDs");
     for crd in crds.items {
         let name = crd.metadata.name.unwrap_or_default();
-        eventually(&format!("CRD {name} Established"), || async {
-            let crd = api.get(&name).await.ok()?;
-            crd.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        let established = kube::runtime::wait::await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(10), established)
+            .await
+            .unwrap_or_else(|_| panic!("CRD {name} not Established within 10 s"))
+            .expect("watching the CRD");
     }
 }
 
