@@ -226,8 +226,8 @@ fn steps() -> Vec<Step> {
                 "spec": {"size": 3, "nosuch": 1}, "status": {"ready": true}}))
             .compare(&["/spec", "/status"]),
         step("custom resource status through the status subresource", "PATCH", format!("{}/w/status", widgets()))
-            .raw("application/merge-patch+json", r#"{"spec":{"size":4},"status":{"ready":true}}"#)
-            .compare(&["/spec", "/status"]),
+            .raw("application/merge-patch+json", r#"{"metadata":{"labels":{"z":"1"}},"spec":{"size":4},"status":{"ready":true}}"#)
+            .compare(&["/metadata/labels", "/spec", "/status"]),
         // Server-side apply: a field two managers own stays while one of them still applies it.
         step("apply by manager a", "PATCH", format!("{}/shared?fieldManager=a", configmaps()))
             .json(apply_labels(json!({"a": "1", "s": "x"}))).content_type("application/apply-patch+yaml")

@@ -56,6 +56,40 @@ const RETRY: Duration = Duration::from_secs(1);
 /// finisher started (the status has whole seconds).
 pub type Starts = HashMap<(String, i32), Timestamp>;
 
+/// The starts to plan `pod` with at `now`: those the finisher remembers (`known`), plus, for
+/// each running container it has not seen start, the latest moment that run can have begun.
+/// kwok's `startedAt` holds whole seconds, rounded down, so the run began before
+/// `startedAt + 1 s`, and before `now`, when the finisher sees it running. Counting from the
+/// earlier of the two never ends a program before its time (counted from the rounded-down
+/// second, a `sleep 1` was over 0.2 s after the Pod started: found by devcluster's API tests on
+/// the real ground); the program ends at most one watch delay late instead.
+pub fn starts_for(pod: &Pod, known: &Starts, now: Timestamp) -> Starts {
+    let mut starts = known.clone();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    for cs in statuses {
+        let Some(started_at) = cs
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.as_ref())
+        else {
+            continue;
+        };
+        let latest = started_at
+            .0
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
+            .unwrap_or(started_at.0);
+        starts
+            .entry((cs.name.clone(), cs.restart_count))
+            .or_insert(latest.min(now));
+    }
+    starts
+}
+
 /// What to do about one Pod now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -217,13 +251,14 @@ async fn reconcile(
 ) -> Result<Action, PatchError> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let now = Timestamp::now();
-    let known: Starts = context
+    let remembered: Starts = context
         .starts
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&uid)
         .cloned()
         .unwrap_or_default();
+    let known = starts_for(&pod, &remembered, now);
     let started = |name: &str, restarts: i32| known.get(&(name.to_owned(), restarts)).copied();
     let step = step(&pod, &|node| context.nodes.contains(node), &started, now);
     match step {
@@ -236,6 +271,12 @@ async fn reconcile(
             Ok(Action::await_change())
         }
         Step::WakeAt(at) => {
+            // Plan from the same starts when it wakes.
+            context
+                .starts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(uid, known);
             let wait = at.duration_since(now).try_into().unwrap_or(Duration::ZERO);
             Ok(Action::requeue(wait.max(Duration::from_millis(1))))
         }

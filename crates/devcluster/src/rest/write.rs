@@ -389,7 +389,30 @@ pub fn prepare_update(
 ) -> Result<Value, ApiError> {
     let name = meta::meta_str(old, "name").unwrap_or("").to_string();
     if subresource == Some("status") {
-        return Ok(status_write(old, new));
+        // kube-apiserver's Pod status strategy resets only the spec (and owner references,
+        // deletion timestamp): labels and annotations written through `pods/status` stay,
+        // which crates/devcluster/tests/api/crud.rs checks on both grounds. Custom resources
+        // (and the other kinds here) keep only the status of such a write.
+        let labels_and_annotations = info.group.is_empty() && info.plural == "pods";
+        let written_meta = labels_and_annotations
+            .then(|| new.get("metadata").cloned())
+            .flatten();
+        let mut out = status_write(old, new);
+        if let (Some(Value::Object(written)), Some(m)) =
+            (written_meta, meta::metadata_mut(&mut out))
+        {
+            for key in ["labels", "annotations"] {
+                match written.get(key) {
+                    Some(v) => m.insert(key.into(), v.clone()),
+                    None => m.remove(key),
+                };
+            }
+            let causes = meta::object_meta_causes(&out);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&info.group, &info.kind, &name, causes));
+            }
+        }
+        return Ok(out);
     }
     if subresource == Some("finalize") {
         let mut out = old.clone();

@@ -212,6 +212,32 @@ fn a_remembered_start_is_more_precise_than_the_status() {
 }
 
 #[test]
+fn a_run_kwok_started_counts_from_when_it_can_have_begun_at_the_latest() {
+    // kwok's status says :00 (rounded down); the finisher sees the container at :00.8.
+    let pod = kwok_pod("Never", json!(["sh", "-c", "sleep 1; exit 0"]));
+    let seen = starts_for(&pod, &Starts::new(), ts("2026-01-01T00:00:00.8Z"));
+    assert_eq!(
+        seen.get(&("main".to_owned(), 0)),
+        Some(&ts("2026-01-01T00:00:00.8Z"))
+    );
+    let from = |name: &str, restarts: i32| seen.get(&(name.to_owned(), restarts)).copied();
+    assert_eq!(
+        step(&pod, &|_| true, &from, ts("2026-01-01T00:00:01Z")),
+        Step::WakeAt(ts("2026-01-01T00:00:01.8Z")),
+        "not over a second after :00, but a second after it can have started"
+    );
+    // Seen only later (a finisher started after kwok): the run began before :01.
+    let late = starts_for(&pod, &Starts::new(), ts("2026-01-01T00:00:05Z"));
+    assert_eq!(
+        late.get(&("main".to_owned(), 0)),
+        Some(&ts("2026-01-01T00:00:01Z"))
+    );
+    // What it remembers wins.
+    let known = Starts::from([(("main".to_owned(), 0), ts("2026-01-01T00:00:00.3Z"))]);
+    assert_eq!(starts_for(&pod, &known, ts("2026-01-01T00:00:09Z")), known);
+}
+
+#[test]
 fn a_finisher_that_ends_is_reported_and_a_stopped_one_is_not() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("pod-finisher.log");
