@@ -102,33 +102,17 @@ pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &s
             )),
         ),
     };
-    let containers_ready = not_ready_reason.is_none();
-    let (ready, ready_reason, ready_message) =
-        ready_condition(pod, not_ready_reason, not_ready_message.clone());
-    let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        kubelet_condition(pod, type_, ok, reason, message, now)
-    };
-    let completed = (terminal == Some("Succeeded")).then_some("PodCompleted");
-    let mut conditions = vec![
-        make("PodReadyToStartContainers", terminal.is_none(), None, None),
-        make("Initialized", true, completed, None),
-        make("Ready", ready, ready_reason, ready_message),
-        make(
-            "ContainersReady",
-            containers_ready,
+    let conditions = kubelet_conditions(
+        pod,
+        KubeletView {
+            sandbox_ready: terminal.is_none(),
+            initialized_reason: (terminal == Some("Succeeded")).then_some("PodCompleted"),
             not_ready_reason,
             not_ready_message,
-        ),
-    ];
-    conditions.extend(foreign_conditions(
-        pod,
-        &[
-            "PodReadyToStartContainers",
-            "Initialized",
-            "Ready",
-            "ContainersReady",
-        ],
-    ));
+            scheduled: false,
+        },
+        now,
+    );
     let mut status = json!({
         "phase": terminal.unwrap_or("Running"),
         "conditions": conditions,
@@ -138,6 +122,56 @@ pub fn containers_patch(pod: &Pod, runs: &[Run], terminal: Option<&str>, now: &s
         status["observedGeneration"] = json!(generation);
     }
     json!({ "status": status })
+}
+
+/// What the kubelet's conditions of a Pod are made from.
+pub struct KubeletView {
+    /// `PodReadyToStartContainers`.
+    pub sandbox_ready: bool,
+    /// The reason of `Initialized` (always `True`): `PodCompleted` once a Pod has succeeded.
+    pub initialized_reason: Option<&'static str>,
+    /// Why the containers are not ready (`ContainersReady=False`), `None` when they are.
+    pub not_ready_reason: Option<&'static str>,
+    /// The message beside `not_ready_reason`.
+    pub not_ready_message: Option<String>,
+    /// Also write `PodScheduled=True` (devcluster binds and starts in one status patch; on a
+    /// real cluster the scheduler owns it and it stays among the foreign conditions).
+    pub scheduled: bool,
+}
+
+/// The kubelet's conditions of a Pod, in its order (`PodReadyToStartContainers`,
+/// `Initialized`, `Ready`, `ContainersReady`, then `PodScheduled` when asked), followed by the
+/// ones other writers own, unchanged: devcluster's simulated nodes and the real cluster's
+/// finisher write the same list.
+pub fn kubelet_conditions(pod: &Pod, view: KubeletView, now: &str) -> Vec<Value> {
+    let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
+        kubelet_condition(pod, type_, ok, reason, message, now)
+    };
+    let (ready, ready_reason, ready_message) =
+        ready_condition(pod, view.not_ready_reason, view.not_ready_message.clone());
+    let mut conditions = vec![
+        make("PodReadyToStartContainers", view.sandbox_ready, None, None),
+        make("Initialized", true, view.initialized_reason, None),
+        make("Ready", ready, ready_reason, ready_message),
+        make(
+            "ContainersReady",
+            view.not_ready_reason.is_none(),
+            view.not_ready_reason,
+            view.not_ready_message,
+        ),
+    ];
+    let mut ours = vec![
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+    ];
+    if view.scheduled {
+        conditions.push(make("PodScheduled", true, None, None));
+        ours.push("PodScheduled");
+    }
+    conditions.extend(foreign_conditions(pod, &ours));
+    conditions
 }
 
 /// `Ready` as the kubelet reports it: `False` with the containers' reason and message while

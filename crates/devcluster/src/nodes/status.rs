@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod};
 use pod_lifecycle::status::{
-    condition, container_id, foreign_conditions, hex_digest, kubelet_condition, ready_condition,
+    KubeletView, condition, container_id, foreign_conditions, hex_digest, kubelet_conditions,
     transition_time,
 };
 use serde_json::{Value, json};
@@ -128,13 +128,12 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
             .into_iter()
             .collect(),
     };
-    let (containers_ready, not_ready_reason, not_ready_message) = if unready.is_empty() {
-        (true, None, None)
+    let (not_ready_reason, not_ready_message) = if unready.is_empty() {
+        (None, None)
     } else if ctx.outcome == Outcome::Failed {
-        (false, Some("PodFailed"), None)
+        (Some("PodFailed"), None)
     } else {
         (
-            false,
             Some("ContainersNotReady"),
             Some(format!(
                 "containers with unready status: [{}]",
@@ -142,34 +141,17 @@ pub fn start_patch(pod: &Pod, ctx: &StartContext<'_>) -> Value {
             )),
         )
     };
-    let (ready, ready_reason, ready_message) =
-        ready_condition(pod, not_ready_reason, not_ready_message.clone());
-    let make = |type_: &str, ok: bool, reason: Option<&str>, message: Option<String>| {
-        kubelet_condition(pod, type_, ok, reason, message, now)
-    };
-    let sandbox_ready = ctx.outcome != Outcome::Failed;
-    let mut conditions = vec![
-        make("PodReadyToStartContainers", sandbox_ready, None, None),
-        make("Initialized", true, None, None),
-        make("Ready", ready, ready_reason, ready_message),
-        make(
-            "ContainersReady",
-            containers_ready,
+    let conditions = kubelet_conditions(
+        pod,
+        KubeletView {
+            sandbox_ready: ctx.outcome != Outcome::Failed,
+            initialized_reason: None,
             not_ready_reason,
             not_ready_message,
-        ),
-        make("PodScheduled", true, None, None),
-    ];
-    conditions.extend(foreign_conditions(
-        pod,
-        &[
-            "PodReadyToStartContainers",
-            "Initialized",
-            "Ready",
-            "ContainersReady",
-            "PodScheduled",
-        ],
-    ));
+            scheduled: true,
+        },
+        now,
+    );
 
     let phase = if ctx.outcome == Outcome::Failed {
         "Failed"
