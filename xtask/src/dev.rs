@@ -202,7 +202,11 @@ async fn run_until_stopped(args: &DevArgs, clock: StartClock) -> Result<(), DevE
         _ = hangup.recv() => None,
         error = running.supervise() => Some(error),
     };
-    eprintln!("==> stopping (controllers first, then devcluster)");
+    let plane = match args.cluster {
+        ControlPlane::Devcluster => "devcluster",
+        ControlPlane::Real => "the control plane",
+    };
+    eprintln!("==> stopping (controllers first, then {plane})");
     running.stop_all().await;
     match failure {
         None => {
