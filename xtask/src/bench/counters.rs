@@ -50,6 +50,8 @@ const BENCH_ONLY_WRITES: [&str; 7] = [
 /// kwok's node Leases and Node status, kube-controller-manager's and kube-scheduler's leader
 /// Leases, the API server's identity Lease. Left out of every figure.
 const HEARTBEAT_RESOURCES: [&str; 2] = ["leases", "nodes"];
+/// The controllers' counter of the requests their webhooks answered (conversion, by code).
+const WEBHOOK_REQUESTS: &str = "controller_runtime_webhook_requests_total";
 /// HTTP methods that change state.
 const WRITE_METHODS: [&str; 4] = ["POST", "PUT", "PATCH", "DELETE"];
 
@@ -140,9 +142,19 @@ pub struct RequestDelta {
     pub reads_by_agent: BTreeMap<String, BTreeMap<String, f64>>,
     /// Writes of devcluster's simulated nodes (binding, pod status), not in `writes_total`.
     pub simulated_node_writes: f64,
+    /// Requests the controllers' webhooks answered: the API server's conversion calls. On the
+    /// real control plane every write of a Sandbox, claim, pool or template costs at least one
+    /// (the watch cache of the served version it is not stored at decodes it through the
+    /// webhook), and they trail the writes by seconds when kube-apiserver is busy.
+    pub webhook_requests: f64,
 }
 
 impl RequestDelta {
+    /// Nothing happened: no write (the simulated nodes' included) and no webhook request.
+    pub fn is_quiet(&self) -> bool {
+        self.writes_total + self.simulated_node_writes + self.webhook_requests == 0.0
+    }
+
     /// Every figure divided by `n` (per claim), rounded to 2 decimals.
     pub fn per(&self, n: usize) -> RequestDelta {
         let n = n.max(1) as f64;
@@ -169,6 +181,7 @@ impl RequestDelta {
                 .map(|(agent, m)| (agent.clone(), scale(m)))
                 .collect(),
             simulated_node_writes: super::stats::round(self.simulated_node_writes / n, 2),
+            webhook_requests: super::stats::round(self.webhook_requests / n, 2),
         }
     }
 }
@@ -281,6 +294,12 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
         .filter(|(k, _)| !SIMULATED_NODE_WRITES.contains(&k.as_str()))
         .map(|(_, v)| v)
         .sum();
+    let webhook = |samples: &[Sample]| prom::sum(samples, WEBHOOK_REQUESTS, |_| true);
+    let webhook_requests = after
+        .controllers
+        .iter()
+        .map(|(name, samples)| (webhook(samples) - webhook(before.controller(name))).max(0.0))
+        .sum();
     let mut writes_by_controller = BTreeMap::new();
     for (name, samples) in &after.controllers {
         let count = |samples: &[Sample]| {
@@ -308,6 +327,7 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> RequestDelta {
         writes_by_agent,
         reads_by_agent,
         simulated_node_writes,
+        webhook_requests,
     }
 }
 
@@ -631,5 +651,25 @@ rest_client_requests_total{code="200",method="GET"} 9"#,
         assert!(!d.requests_by_verb.contains_key("create"));
         assert_eq!(d.writes_by_controller["extensions-controller"], 3.0);
         assert_eq!(d.per(2).writes_total, 2.0);
+    }
+
+    #[test]
+    fn conversion_calls_after_the_last_write_are_not_quiet() {
+        let server = r#"devcluster_requests_total{verb="patch",resource="sandboxes",subresource="",user_agent="",code="200"} 4"#;
+        let before = snap(
+            server,
+            r#"controller_runtime_webhook_requests_total{code="200",webhook="/convert"} 10"#,
+        );
+        let after = snap(
+            server,
+            r#"controller_runtime_webhook_requests_total{code="200",webhook="/convert"} 13
+controller_runtime_webhook_requests_total{code="500",webhook="/convert"} 1"#,
+        );
+        let d = delta(&before, &after);
+        assert_eq!(d.writes_total, 0.0);
+        assert_eq!(d.webhook_requests, 4.0);
+        assert!(!d.is_quiet());
+        assert_eq!(d.per(2).webhook_requests, 2.0);
+        assert!(delta(&after, &after).is_quiet());
     }
 }

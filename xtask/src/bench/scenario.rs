@@ -503,8 +503,10 @@ fn record_cpu(meters: &LoadMeters, report: &mut ScenarioReport) {
     }
 }
 
-/// Waits until the controllers have sent no write for `quiet` (the server's counters; on the
-/// real control plane without the heartbeats), at most `timeout`.
+/// Waits until the controllers have sent no write and their webhooks answered no request for
+/// `quiet` (the server's counters, on the real control plane without the heartbeats; the
+/// controllers' webhook counters, as kube-apiserver's conversion calls trail the writes), at
+/// most `timeout`.
 async fn wait_quiet(stack: &Stack, quiet: Duration, timeout: Duration) -> Result<(), BenchError> {
     let deadline = Instant::now() + timeout;
     let mut last = counters::snapshot(stack).await?;
@@ -512,7 +514,7 @@ async fn wait_quiet(stack: &Stack, quiet: Duration, timeout: Duration) -> Result
         tokio::time::sleep(quiet).await;
         let now = counters::snapshot(stack).await?;
         let delta = counters::delta(&last, &now);
-        if delta.writes_total + delta.simulated_node_writes == 0.0 {
+        if delta.is_quiet() {
             return Ok(());
         }
         if Instant::now() > deadline {

@@ -80,7 +80,13 @@ pub async fn scale(
     );
     wait_quiet(stack, Duration::from_millis(1000), ctx.timeout(120.0)).await?;
     let after = counters::snapshot(stack).await?;
-    requests_chart(report, ctx.out, "scale", &counters::delta(&before, &after))?;
+    let delta = counters::delta(&before, &after);
+    report.detail(
+        "webhook_requests_per_sandbox",
+        round(delta.webhook_requests / n as f64, 2),
+    );
+    report.detail("at_rest_after_s", round(started.elapsed().as_secs_f64(), 2));
+    requests_chart(report, ctx.out, "scale", &delta)?;
 
     // At rest: idle CPU over a window, then RSS.
     let meters = cpu_meters(stack, ctx);
