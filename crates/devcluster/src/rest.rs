@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::api_error::ApiError;
 use crate::list_filter::ListFilter;
+use crate::registry::ResourceInfo;
 use crate::server::{ResourceRequest, SharedState, json_response};
 
 pub use delete::{DeleteOptions, Propagation, delete_stored};
@@ -144,10 +145,28 @@ pub fn object_response(
 
 /// The object as served at the requested version.
 pub fn present(obj: &Value, req: &ResourceRequest) -> Value {
-    let mut out = crate::event_versions::from_storage(&req.info, obj.clone());
+    present_as(&req.info, obj, &req.api_version())
+}
+
+/// `obj` as served at `api_version` (`group/version`) as kind `info.kind`: a core Event in the
+/// `events.k8s.io/v1` form when read through that group; a custom resource stored at another
+/// version pruned by the schema of the version it is read at, as kube-apiserver does after a
+/// conversion (`None` rewrites only `apiVersion`, so a field that version does not declare is
+/// not served). Like kube-apiserver, it does not apply that version's defaults on the way out
+/// (checked on both by the API test `crds::responses_and_watch_events_carry_the_requested_version`).
+pub fn present_as(info: &ResourceInfo, obj: &Value, api_version: &str) -> Value {
+    let other_version =
+        obj.get("apiVersion").and_then(Value::as_str) != Some(api_version) && info.is_custom();
+    let mut out = crate::event_versions::from_storage(info, obj.clone());
+    if other_version {
+        let version = api_version.rsplit('/').next().unwrap_or(api_version);
+        if let Some(schema) = info.schema_for(version) {
+            schema.prune(&mut out);
+        }
+    }
     if let Some(o) = out.as_object_mut() {
-        o.insert("apiVersion".into(), Value::String(req.api_version()));
-        o.insert("kind".into(), Value::String(req.info.kind.clone()));
+        o.insert("apiVersion".into(), Value::String(api_version.to_owned()));
+        o.insert("kind".into(), Value::String(info.kind.clone()));
     }
     out
 }

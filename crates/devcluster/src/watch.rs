@@ -53,11 +53,7 @@ fn frame(type_: &str, object: &Value) -> Bytes {
 
 impl Watcher {
     fn present(&mut self, obj: &Value) -> Value {
-        let mut o = crate::event_versions::from_storage(&self.info, obj.clone());
-        if let Some(m) = o.as_object_mut() {
-            m.insert("apiVersion".into(), json!(self.api_version));
-            m.insert("kind".into(), json!(self.kind));
-        }
+        let o = crate::rest::present_as(&self.info, obj, &self.api_version);
         let Some(t) = &mut self.table else { return o };
         let now = jiff::Timestamp::now().as_second();
         let rv = json!({"resourceVersion": meta::meta_str(&o, "resourceVersion").unwrap_or("")});
