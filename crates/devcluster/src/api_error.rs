@@ -175,8 +175,17 @@ impl ApiError {
         )
     }
 
+    /// A 500 as kube-apiserver words one (`apierrors.NewInternalError`): the message prefixed
+    /// with `Internal error occurred: `, and the bare message as the one cause.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", message)
+        let message = message.into();
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        );
+        e.details = Some(json!({"causes": [{"message": message}]}));
+        e
     }
 
     pub fn expired(message: impl Into<String>) -> Self {

@@ -38,8 +38,18 @@ fn path_set(obj: &mut Value, dotted: &str, value: Value) {
     }
 }
 
-fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
+/// The `Scale` of `obj` (as served at the requested version). An object without the field the
+/// spec replicas path names has no scale: kube-apiserver answers that with a 500 naming the
+/// path, and so does this.
+fn scale_of(info: &ResourceInfo, obj: &Value) -> Result<Value, ApiError> {
     let spec = info.scale.as_ref();
+    if let Some(path) = spec.map(|s| &s.spec_replicas_path)
+        && path_get(obj, path).is_none()
+    {
+        return Err(ApiError::internal(format!(
+            "the spec replicas field \"{path}\" does not exist"
+        )));
+    }
     let replicas = |p: Option<&String>| {
         p.and_then(|p| path_get(obj, p))
             .and_then(Value::as_i64)
@@ -54,7 +64,7 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
     {
         status["selector"] = json!(sel);
     }
-    json!({
+    Ok(json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": {
@@ -63,7 +73,7 @@ fn scale_of(info: &ResourceInfo, obj: &Value) -> Value {
         },
         "spec": {"replicas": replicas(spec.map(|s| &s.spec_replicas_path))},
         "status": status,
-    })
+    }))
 }
 
 pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {
@@ -75,7 +85,8 @@ pub fn get_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response,
         .store
         .get(&req.info.storage_key(), req.namespace_or_empty(), name)
         .ok_or_else(|| ApiError::not_found(&req.info.group, &req.info.plural, name))?;
-    Ok(json_response(StatusCode::OK, &scale_of(&req.info, &obj)))
+    let obj = crate::rest::present(&obj, req);
+    Ok(json_response(StatusCode::OK, &scale_of(&req.info, &obj)?))
 }
 
 fn write_scale(
@@ -98,7 +109,7 @@ fn write_scale(
             let Some(current) = current else {
                 return Err(ApiError::not_found(&info.group, &info.plural, &name));
             };
-            let scale = compute(&scale_of(&info, current))?;
+            let scale = compute(&scale_of(&info, &crate::rest::present(current, req))?)?;
             if let Some(rv) = scale
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
@@ -157,7 +168,10 @@ fn write_scale(
     let obj = outcome
         .object()
         .ok_or_else(|| ApiError::internal("scale write produced no object"))?;
-    Ok(json_response(StatusCode::OK, &scale_of(&info, obj)))
+    Ok(json_response(
+        StatusCode::OK,
+        &scale_of(&info, &crate::rest::present(obj, req))?,
+    ))
 }
 
 pub fn update_scale(state: &SharedState, req: &ResourceRequest) -> Result<Response, ApiError> {

@@ -114,17 +114,6 @@ pub fn devcluster_only(test: &str, why: &str) -> bool {
     false
 }
 
-/// `true` on devcluster; on the real control plane prints one line naming the difference
-/// `what` that makes `test` fail there (each listed in docs/devcluster.md, "Checked against
-/// kube-apiserver") and returns false, until it is fixed in devcluster or the test.
-pub fn differs_on_real(test: &str, what: &str) -> bool {
-    if !on_real() {
-        return true;
-    }
-    eprintln!("not running {test} on the real control plane: {what} (docs/devcluster.md)");
-    false
-}
-
 /// A cluster for one test (node agent on, as by default; on the real control plane kwok's
 /// nodes and the scheduler).
 pub async fn start() -> Cluster {
