@@ -211,6 +211,7 @@ pub fn build_images(settings: &ImageSettings, out: &Path) -> Result<Vec<BuiltIma
         profile: settings.profile.clone(),
         revision: settings.revision.clone(),
         build_date: meta_for("", "").created_rfc3339()?,
+        source_date_epoch: settings.source_date_epoch,
     };
     let packages: Vec<&str> = CONTROLLERS.iter().map(|(binary, _)| *binary).collect();
     cargo_build(&build, &packages)?;

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,20 +23,13 @@ fn cargo_xtask_says_it_is_waiting_for_the_build_lock() {
         .unwrap();
     flock(&lock, FlockOperation::LockExclusive).unwrap();
 
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    // As `cargo xtask dev` does for its nested build: the test's package variables would make
+    // build scripts that watch them rebuild.
+    let mut command = xtask::workspace::nested_cargo(root);
     command
-        .current_dir(root)
         .args(["xtask", "--help"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    // As `cargo xtask dev` does for its nested build: the test's package variables would make
-    // build scripts that watch them rebuild.
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(xtask::dev::build::is_package_env) {
-            command.env_remove(name);
-        }
-    }
     let mut child = command.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (lines, seen) = mpsc::channel();

@@ -50,21 +50,16 @@ pub struct Binaries {
 
 /// `cargo build [--release] -p ...` for the benchmark, blocking, with Cargo's progress on the
 /// terminal. The running package's description is kept from the nested build (see
-/// [`crate::dev::build::is_package_env`]).
+/// [`crate::workspace::nested_cargo`]).
 pub fn cargo_build(profile: BuildProfile, packages: &[&str]) -> Result<(), BenchError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = std::process::Command::new(&cargo);
-    command.current_dir(workspace_root()).arg("build");
+    let mut command = crate::workspace::nested_cargo(&workspace_root());
+    let cargo = command.get_program().to_string_lossy().into_owned();
+    command.arg("build");
     if profile == BuildProfile::Release {
         command.arg("--release");
     }
     for package in packages {
         command.args(["-p", package]);
-    }
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_some_and(crate::dev::build::is_package_env) {
-            command.env_remove(name);
-        }
     }
     let shown = format!("{command:?}").replace('"', "");
     let status = command.status().map_err(|source| BenchError::Process {

@@ -31,6 +31,9 @@ pub struct BuildSettings {
     pub revision: String,
     /// RFC 3339 build date recorded in the binaries' build info.
     pub build_date: String,
+    /// The same time in seconds, passed on as `SOURCE_DATE_EPOCH` (build scripts using cc-rs,
+    /// ring's, watch it: set by the caller or not, it must be the same for every build).
+    pub source_date_epoch: u64,
 }
 
 impl BuildSettings {
@@ -132,10 +135,26 @@ pub fn ensure_target(target: &str) -> Result<(), ImageError> {
 /// Runs `cargo build` for `packages` (each builds the binary of the same name).
 pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), ImageError> {
     ensure_target(&settings.target)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = build_command(settings, packages)?;
+    let status = command
+        .status()
+        .map_err(|e| ImageError::Tool(format!("cannot run cargo build: {e}")))?;
+    if !status.success() {
+        return Err(ImageError::Tool(format!(
+            "cargo build --target {} of {} failed ({status})",
+            settings.target,
+            packages.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The `cargo build` of [`cargo_build`]: its environment is a function of `settings` alone,
+/// whoever runs it (`cargo xtask release`, a test, a shell with `SOURCE_DATE_EPOCH` set or
+/// not), so every caller shares one build instead of rebuilding for musl in turn.
+pub fn build_command(settings: &BuildSettings, packages: &[&str]) -> Result<Command, ImageError> {
+    let mut command = crate::workspace::nested_cargo(&settings.workspace);
     command
-        .current_dir(&settings.workspace)
         .args(["build", "--locked", "--profile", &settings.profile])
         .args(["--target", &settings.target]);
     for package in packages {
@@ -150,18 +169,9 @@ pub fn cargo_build(settings: &BuildSettings, packages: &[&str]) -> Result<(), Im
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&settings.workspace))
         .env(cflags_var, cflags)
         .env("AGENT_SANDBOX_GIT_SHA", &settings.revision)
-        .env("AGENT_SANDBOX_BUILD_DATE", &settings.build_date);
-    let status = command
-        .status()
-        .map_err(|e| ImageError::Tool(format!("cannot run cargo build: {e}")))?;
-    if !status.success() {
-        return Err(ImageError::Tool(format!(
-            "cargo build --target {} of {} failed ({status})",
-            settings.target,
-            packages.join(", ")
-        )));
-    }
-    Ok(())
+        .env("AGENT_SANDBOX_BUILD_DATE", &settings.build_date)
+        .env("SOURCE_DATE_EPOCH", settings.source_date_epoch.to_string());
+    Ok(command)
 }
 
 /// The C compiler of a musl target for the crates with C code (ring): cc-rs looks for
@@ -235,4 +245,40 @@ pub fn split_debug_info(
         std::fs::read(&stripped).map_err(|e| ImageError::io("cannot read", &stripped, e))?;
     let _ = std::fs::remove_file(&stripped);
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of<'a>(command: &'a Command, name: &str) -> Option<Option<&'a std::ffi::OsStr>> {
+        command
+            .get_envs()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value)
+    }
+
+    #[test]
+    fn the_image_build_sees_the_same_environment_from_a_test_as_from_xtask() {
+        let settings = BuildSettings {
+            workspace: PathBuf::from("/src/agent-sandbox"),
+            target: "x86_64-unknown-linux-gnu".into(),
+            profile: "release".into(),
+            revision: "0123abc".into(),
+            build_date: "2026-12-03T00:00:00Z".into(),
+            source_date_epoch: 1_796_256_000,
+        };
+        let command = build_command(&settings, &["sandbox-controller"]).unwrap();
+        // Set for this test by `cargo test`, unset for `cargo xtask release` run from a shell
+        // by hand: either way the nested build must not see it.
+        assert_eq!(env_of(&command, "CARGO_MANIFEST_DIR"), Some(None));
+        assert_eq!(
+            env_of(&command, "SOURCE_DATE_EPOCH"),
+            Some(Some(std::ffi::OsStr::new("1796256000")))
+        );
+        assert_eq!(
+            env_of(&command, "AGENT_SANDBOX_GIT_SHA"),
+            Some(Some(std::ffi::OsStr::new("0123abc")))
+        );
+    }
 }

@@ -88,9 +88,7 @@ pub fn workspace_metadata(workspace: &Path) -> Result<Metadata, ImageError> {
 /// `cargo tree` showed were not in the binary. `cargo tree -e normal,no-proc-macro` resolves
 /// as the build does and leaves out the proc-macros (run on the build machine, not linked).
 pub fn target_crates(workspace: &Path, package: &str) -> Result<BTreeSet<String>, ImageError> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = std::process::Command::new(cargo)
-        .current_dir(workspace)
+    let output = crate::workspace::nested_cargo(workspace)
         .args([
             "tree",
             "--locked",
