@@ -24,8 +24,8 @@
 //! kube-proxy; Endpoints may not name a loopback address.)
 //!
 //! Needs `go` (skip with one line unless `CI`/`AGENT_SANDBOX_REQUIRE_GO=1`) and the reference
-//! CRDs (`AGENT_SANDBOX_SPEC_DIR`, else the nearest `shared/spec` above the workspace; skip with
-//! one line unless `CI` is set).
+//! CRDs (found by the `reference-spec` crate: skip with one line unless
+//! `AGENT_SANDBOX_REQUIRE_SPEC` is set, as by `.ci/run`).
 
 #[path = "clients_support/cargo.rs"]
 mod cargo;
@@ -55,18 +55,6 @@ const KINDS: [(&str, &str, &str); 4] = [
     (EXT_GROUP, "SandboxWarmPool", "sandboxwarmpools"),
     (EXT_GROUP, "SandboxClaim", "sandboxclaims"),
 ];
-
-fn reference_crds_dir() -> Option<PathBuf> {
-    let spec = std::env::var_os("AGENT_SANDBOX_SPEC_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            cargo::workspace_root()
-                .ancestors()
-                .map(|a| a.join("shared/spec"))
-                .find(|p| p.is_dir())
-        })?;
-    Some(spec.join("reference-crds")).filter(|d| d.is_dir())
-}
 
 /// The reference's CRD as v0.4.x installed it: only v1alpha1, stored, no conversion.
 fn v1alpha1_only(path: &Path) -> CustomResourceDefinition {
@@ -402,12 +390,7 @@ async fn a_v1alpha1_install_upgrades_through_the_webhooks_and_migrates_storage()
     if !realcluster::go_or_skip(TEST) {
         return;
     }
-    let Some(reference) = reference_crds_dir() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{TEST}: the reference CRDs (shared/spec/reference-crds) are missing, and CI requires them"
-        );
-        eprintln!("skipping {TEST}: no shared/spec/reference-crds (set AGENT_SANDBOX_SPEC_DIR)");
+    let Some(reference) = reference_spec::reference_crds() else {
         return;
     };
     let binaries = tokio::task::spawn_blocking(|| cargo::build_controllers(&["xtask"]))
