@@ -28,7 +28,6 @@ pub use otlp_capture::waterfall as trace_waterfall;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api_types::Sandbox;
@@ -36,8 +35,8 @@ use devcluster::nodes::NodeConfig;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use prometheus_client::registry::Registry;
-pub use realcluster::Ground;
 use sandbox_controller::{ControllerOptions, SandboxController, Settings};
+pub use test_ground::{Cluster, Ground, RealGround, devcluster_only, ground};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -99,77 +98,6 @@ impl Default for EnvOptions {
 struct ControllerTask {
     shutdown: CancellationToken,
     task: JoinHandle<()>,
-}
-
-/// The ground of this run (`AGENT_SANDBOX_CLUSTER`); a bad value fails the test.
-pub fn ground() -> Ground {
-    Ground::from_env().unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `true` on devcluster; on the real control plane prints one line saying why `test` is
-/// skipped there (`why`: what only devcluster offers, e.g. fault injection) and returns false.
-pub fn devcluster_only(test: &str, why: &str) -> bool {
-    if ground() == Ground::DevCluster {
-        return true;
-    }
-    eprintln!("skipping {test} on the real control plane: {why}");
-    false
-}
-
-/// The control plane under an [`Env`].
-pub enum Cluster {
-    Dev(Box<devcluster::Running>),
-    Real(Box<RealGround>),
-}
-
-/// A real control plane of one test, and its turn (one real cluster at a time per process).
-pub struct RealGround {
-    pub cluster: realcluster::RealCluster,
-    kubeconfig: PathBuf,
-    _turn: tokio::sync::OwnedMutexGuard<()>,
-}
-
-impl Cluster {
-    /// The admin kubeconfig.
-    pub fn kubeconfig_path(&self) -> &Path {
-        match self {
-            Cluster::Dev(c) => c.kubeconfig_path(),
-            Cluster::Real(r) => &r.kubeconfig,
-        }
-    }
-
-    /// devcluster's own handle (fault injection, request counters); `None` on the real one.
-    pub fn devcluster(&self) -> Option<&devcluster::Running> {
-        match self {
-            Cluster::Dev(c) => Some(c),
-            Cluster::Real(_) => None,
-        }
-    }
-
-    /// Fault injection (devcluster only; see [`devcluster_only`]).
-    pub fn compact_history(&self) {
-        self.devcluster()
-            .expect("compact_history is devcluster's; guard the test with devcluster_only")
-            .compact_history();
-    }
-
-    /// devcluster's request observer (devcluster only; see [`devcluster_only`]).
-    pub fn observer(&self) -> &Arc<devcluster::observe::Observer> {
-        self.devcluster()
-            .expect("the observer is devcluster's; guard the test with devcluster_only")
-            .observer()
-    }
-
-    /// Stops the control plane and removes its data.
-    pub async fn shutdown(self) {
-        match self {
-            Cluster::Dev(c) => c.shutdown().await,
-            Cluster::Real(r) => {
-                let RealGround { cluster, _turn, .. } = *r;
-                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
-            }
-        }
-    }
 }
 
 /// A running test environment.
@@ -297,54 +225,11 @@ async fn start_devcluster(options: &EnvOptions) -> (Cluster, kube::Client) {
     (Cluster::Dev(Box::new(cluster)), client)
 }
 
-/// A fresh real control plane, once the previous test's is stopped (one at a time per process:
-/// the tests assume a cluster of their own), and the turn that holds it.
-async fn start_real_cluster() -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
-    start_real_cluster_with(realcluster::Options::default()).await
-}
-
-async fn start_real_cluster_with(
-    options: realcluster::Options,
-) -> (realcluster::RealCluster, tokio::sync::OwnedMutexGuard<()>) {
-    static TURN: std::sync::OnceLock<Arc<tokio::sync::Mutex<()>>> = std::sync::OnceLock::new();
-    let turn = TURN.get_or_init(Arc::default).clone().lock_owned().await;
-    let cluster = realcluster::RealCluster::start(options)
-        .await
-        .expect("the real control plane starts (docs/cluster.md)");
-    (cluster, turn)
-}
-
-/// A bare control plane of [`ground`], as a user's cluster before an install (no CRDs, no
-/// RBAC of ours, no controllers): devcluster with `config`, or a fresh real one. A
-/// `history_limit` below devcluster's default asks for a short watch history, which the real
-/// one gets with [`realcluster::Options::short_history`]. Stop it with [`Cluster::shutdown`].
-pub async fn start_bare(config: devcluster::Config) -> Cluster {
-    match ground() {
-        Ground::DevCluster => Cluster::Dev(Box::new(
-            devcluster::DevCluster::start(config)
-                .await
-                .expect("devcluster starts"),
-        )),
-        Ground::Real => {
-            let options = realcluster::Options {
-                short_history: config.history_limit < devcluster::Config::ephemeral().history_limit,
-                ..realcluster::Options::default()
-            };
-            let (cluster, turn) = start_real_cluster_with(options).await;
-            let kubeconfig = cluster.kubeconfig_path();
-            Cluster::Real(Box::new(RealGround {
-                cluster,
-                kubeconfig,
-                _turn: turn,
-            }))
-        }
-    }
-}
-
 /// A fresh real control plane (after the previous test's is stopped), the release's RBAC, and
 /// the `default` namespace ready for Pods. Returns the admin client and the core controller's.
 async fn start_real() -> (Cluster, kube::Client, kube::Client) {
-    let (cluster, turn) = start_real_cluster().await;
+    let ground = RealGround::start(realcluster::Options::default()).await;
+    let cluster = &ground.cluster;
     let client = cluster.client().await.expect("admin client");
     release_rbac::install(&client).await;
     // The ServiceAccount admission plugin wants the namespace's `default` ServiceAccount,
@@ -362,12 +247,6 @@ async fn start_real() -> (Cluster, kube::Client, kube::Client) {
         )
         .await
         .expect("a client with the sandbox-controller ServiceAccount's token");
-    let kubeconfig = cluster.kubeconfig_path();
-    let ground = RealGround {
-        cluster,
-        kubeconfig,
-        _turn: turn,
-    };
     (Cluster::Real(Box::new(ground)), client, controller_client)
 }
 

@@ -540,7 +540,7 @@ async fn kubectl_describe_scale_and_cascading_delete() {
 async fn kubectl_applies_the_release_manifests() {
     // A bare cluster: no CRDs, no controllers, as a user's cluster before the install (on
     // either ground).
-    let cluster = e2e_tests::start_bare(devcluster::Config::ephemeral()).await;
+    let cluster = e2e_tests::Cluster::start(devcluster::Config::ephemeral()).await;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     blocking(move || {
         let dist = tempfile::tempdir().expect("temp dir");

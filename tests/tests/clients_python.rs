@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Starts a bare cluster of the ground (devcluster with `config`), runs `scenarios` and
 /// asserts each reports `ok`.
 async fn run(config: devcluster::Config, scenarios: &[&str]) {
-    let cluster = e2e_tests::start_bare(config).await;
+    let cluster = e2e_tests::Cluster::start(config).await;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let names: Vec<String> = scenarios.iter().map(|s| s.to_string()).collect();
     let run = tokio::task::spawn_blocking(move || {

@@ -20,45 +20,30 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
-/// The API server under one test: devcluster, or with `AGENT_SANDBOX_CLUSTER=real` a fresh real
-/// control plane (`realcluster`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-/// kwok), so every assertion here is checked against kube-apiserver too (docs/devcluster.md).
-pub enum Cluster {
-    Dev(Box<devcluster::Running>),
-    Real(Box<RealGround>),
-}
+pub use test_ground::{devcluster_only, on_real};
 
-/// A real control plane of one test, its admin client, and its turn (one at a time per
-/// process: each test assumes a cluster of its own).
-pub struct RealGround {
-    cluster: realcluster::RealCluster,
+/// The API server under one test and its admin client: devcluster, or with
+/// `AGENT_SANDBOX_CLUSTER=real` a fresh real control plane (`test_ground`: etcd, kube-apiserver,
+/// kube-controller-manager, kube-scheduler, kwok), so every assertion here is checked against
+/// kube-apiserver too (docs/devcluster.md).
+pub struct Cluster {
+    ground: test_ground::Cluster,
     client: kube::Client,
-    kubeconfig: std::path::PathBuf,
-    _turn: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl Cluster {
     pub fn client(&self) -> kube::Client {
-        match self {
-            Cluster::Dev(c) => c.client(),
-            Cluster::Real(r) => r.client.clone(),
-        }
+        self.client.clone()
     }
 
     /// The admin kubeconfig.
     pub fn kubeconfig_path(&self) -> &Path {
-        match self {
-            Cluster::Dev(c) => c.kubeconfig_path(),
-            Cluster::Real(r) => &r.kubeconfig,
-        }
+        self.ground.kubeconfig_path()
     }
 
     /// devcluster's own handle; `None` on the real control plane (see [`devcluster_only`]).
     pub fn devcluster(&self) -> Option<&devcluster::Running> {
-        match self {
-            Cluster::Dev(c) => Some(c),
-            Cluster::Real(_) => None,
-        }
+        self.ground.devcluster()
     }
 
     /// Forgets the history of changes up to `resource_version` (of the ConfigMaps of
@@ -66,125 +51,74 @@ impl Cluster {
     /// control plane (started with a short history, see [`start_with`]) compacts etcd every
     /// second, and this waits until a list at exactly that version is refused.
     pub async fn compact_history_past(&self, resource_version: &str) {
-        match self {
-            Cluster::Dev(c) => c.compact_history(),
-            Cluster::Real(r) => {
-                let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-                    Api::default_namespaced(r.client.clone());
-                let params = kube::api::ListParams::default()
-                    .at(resource_version)
-                    .matching(kube::api::VersionMatch::Exact);
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !matches!(api.list(&params).await, Err(kube::Error::Api(ref s)) if s.code == 410)
-                {
-                    assert!(
-                        Instant::now() < deadline,
-                        "etcd did not compact past {resource_version} within 30 s"
-                    );
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
+        if let Some(dev) = self.devcluster() {
+            dev.compact_history();
+            return;
+        }
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::default_namespaced(self.client.clone());
+        let params = kube::api::ListParams::default()
+            .at(resource_version)
+            .matching(kube::api::VersionMatch::Exact);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(api.list(&params).await, Err(kube::Error::Api(ref s)) if s.code == 410) {
+            assert!(
+                Instant::now() < deadline,
+                "etcd did not compact past {resource_version} within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
     /// Stops the server and removes its data.
     pub async fn shutdown(self) {
-        match self {
-            Cluster::Dev(c) => c.shutdown().await,
-            Cluster::Real(r) => {
-                let RealGround { cluster, _turn, .. } = *r;
-                let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
-            }
-        }
+        self.ground.shutdown().await;
     }
-}
-
-/// Whether this run is on the real control plane (a bad `AGENT_SANDBOX_CLUSTER` fails).
-pub fn on_real() -> bool {
-    realcluster::Ground::from_env().unwrap_or_else(|e| panic!("{e}")) == realcluster::Ground::Real
-}
-
-/// `true` on devcluster; on the real control plane prints one line saying why `test` does not
-/// run there (`why`: what it checks that only devcluster has) and returns false.
-pub fn devcluster_only(test: &str, why: &str) -> bool {
-    if !on_real() {
-        return true;
-    }
-    eprintln!("skipping {test} on the real control plane: {why}");
-    false
 }
 
 /// A cluster for one test (node agent on, as by default; on the real control plane kwok's
 /// nodes and the scheduler).
 pub async fn start() -> Cluster {
-    if on_real() {
-        return start_real().await;
-    }
-    Cluster::Dev(Box::new(
-        devcluster::DevCluster::start(devcluster::Config::ephemeral())
-            .await
-            .expect("devcluster starts"),
-    ))
+    start_with(devcluster::Config::ephemeral()).await
 }
 
 /// A cluster without simulated nodes (pods stay as written). The real control plane has its
 /// nodes regardless: a test that needs Pods left alone is [`devcluster_only`].
 pub async fn start_without_nodes() -> Cluster {
-    if on_real() {
-        return start_real().await;
-    }
-    Cluster::Dev(Box::new(
-        devcluster::DevCluster::start(devcluster::Config {
-            node_agent: false,
-            ..devcluster::Config::ephemeral()
-        })
-        .await
-        .expect("devcluster starts"),
-    ))
+    start_with(devcluster::Config {
+        node_agent: false,
+        ..devcluster::Config::ephemeral()
+    })
+    .await
 }
 
-/// A cluster for one test with `config` on devcluster. On the real control plane a
-/// `history_limit` below devcluster's default asks for a short watch history
-/// ([`realcluster::Options::short_history`]); the rest of `config` is devcluster's own, so a test
-/// that depends on it is [`devcluster_only`].
-pub async fn start_with(config: devcluster::Config) -> Cluster {
-    if on_real() {
-        return start_real_with(realcluster::Options {
-            short_history: config.history_limit < devcluster::Config::ephemeral().history_limit,
-            ..realcluster::Options::default()
-        })
-        .await;
-    }
-    Cluster::Dev(Box::new(
-        devcluster::DevCluster::start(config)
-            .await
-            .expect("devcluster starts"),
-    ))
-}
-
-async fn start_real() -> Cluster {
-    start_real_with(realcluster::Options::default()).await
-}
-
-/// A fresh real control plane once the previous test's is stopped, with the `default`
+/// A cluster for one test with `config` on devcluster; on the real control plane, what
+/// [`test_ground::real_options`] takes of it (a short watch history), with the `default`
 /// namespace ready for Pods (the ServiceAccount admission plugin wants its `default`
 /// ServiceAccount, which kube-controller-manager creates).
-async fn start_real_with(options: realcluster::Options) -> Cluster {
-    static TURN: std::sync::OnceLock<std::sync::Arc<tokio::sync::Mutex<()>>> =
-        std::sync::OnceLock::new();
-    assert!(
-        realcluster::go_or_skip("devcluster API tests on the real control plane"),
-        "AGENT_SANDBOX_CLUSTER=real needs Go to build the real control plane"
-    );
-    let turn = TURN
-        .get_or_init(Default::default)
-        .clone()
-        .lock_owned()
-        .await;
-    let cluster = realcluster::RealCluster::start(options)
-        .await
-        .expect("the real control plane starts (docs/cluster.md)");
-    let client = cluster.client().await.expect("admin client");
+pub async fn start_with(config: devcluster::Config) -> Cluster {
+    if on_real() {
+        assert!(
+            realcluster::go_or_skip("devcluster API tests on the real control plane"),
+            "AGENT_SANDBOX_CLUSTER=real needs Go to build the real control plane"
+        );
+    }
+    let ground = test_ground::Cluster::start(config).await;
+    let client = match &ground {
+        test_ground::Cluster::Dev(dev) => dev.client(),
+        test_ground::Cluster::Real(real) => {
+            let client = real.cluster.client().await.expect("admin client");
+            settle_real(&client).await;
+            client
+        }
+    };
+    Cluster { ground, client }
+}
+
+/// Waits for what kube-controller-manager puts in `default` just after the start: its
+/// `default` ServiceAccount and `kube-root-ca.crt`, so nothing of the start-up lands in the
+/// tests' watches.
+async fn settle_real(client: &kube::Client) {
     let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
         Api::namespaced(client.clone(), "default");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -195,8 +129,6 @@ async fn start_real_with(options: realcluster::Options) -> Cluster {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // kube-controller-manager publishes `kube-root-ca.crt` into the namespace a moment later;
-    // the tests start once it has, so nothing of the start-up lands in their watches.
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), "default");
     while configmaps
@@ -212,13 +144,6 @@ async fn start_real_with(options: realcluster::Options) -> Cluster {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let kubeconfig = cluster.kubeconfig_path();
-    Cluster::Real(Box::new(RealGround {
-        cluster,
-        client,
-        kubeconfig,
-        _turn: turn,
-    }))
 }
 
 /// Creates the four reference CRDs of `dir` (from `reference_spec::reference_crds()`) through
