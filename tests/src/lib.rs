@@ -4,7 +4,7 @@
 //! The control plane is chosen by `AGENT_SANDBOX_CLUSTER` ([`realcluster::Ground`]):
 //! `devcluster` (the default: in-process API server plus simulated nodes, one per test) or
 //! `real` (kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from
-//! `crates/realcluster`: one fresh cluster per test, one at a time per test process, with the
+//! `crates/realcluster`: one fresh cluster per test, two at a time per test process, with the
 //! release's RBAC installed and the core controller running on a token of its own
 //! ServiceAccount, never admin).
 //!
