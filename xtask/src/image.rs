@@ -210,7 +210,6 @@ pub fn build_images(settings: &ImageSettings, out: &Path) -> Result<Vec<BuiltIma
         target: TARGET.to_string(),
         profile: settings.profile.clone(),
         revision: settings.revision.clone(),
-        build_date: meta_for("", "").created_rfc3339()?,
         source_date_epoch: settings.source_date_epoch,
     };
     let packages: Vec<&str> = CONTROLLERS.iter().map(|(binary, _)| *binary).collect();

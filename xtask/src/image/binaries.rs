@@ -29,10 +29,9 @@ pub struct BuildSettings {
     pub profile: String,
     /// Commit recorded in the binaries' build info.
     pub revision: String,
-    /// RFC 3339 build date recorded in the binaries' build info.
-    pub build_date: String,
-    /// The same time in seconds, passed on as `SOURCE_DATE_EPOCH` (build scripts using cc-rs,
-    /// ring's, watch it: set by the caller or not, it must be the same for every build).
+    /// The build time in seconds since 1970: the build date in the binaries' build info, and
+    /// `SOURCE_DATE_EPOCH` for the build (build scripts using cc-rs, ring's, watch it: set by
+    /// the caller or not, it must be the same for every build).
     pub source_date_epoch: u64,
 }
 
@@ -169,7 +168,10 @@ pub fn build_command(settings: &BuildSettings, packages: &[&str]) -> Result<Comm
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(&settings.workspace))
         .env(cflags_var, cflags)
         .env("AGENT_SANDBOX_GIT_SHA", &settings.revision)
-        .env("AGENT_SANDBOX_BUILD_DATE", &settings.build_date)
+        .env(
+            "AGENT_SANDBOX_BUILD_DATE",
+            crate::image::oci::rfc3339(settings.source_date_epoch)?,
+        )
         .env("SOURCE_DATE_EPOCH", settings.source_date_epoch.to_string());
     Ok(command)
 }
@@ -265,7 +267,6 @@ mod tests {
             target: "x86_64-unknown-linux-gnu".into(),
             profile: "release".into(),
             revision: "0123abc".into(),
-            build_date: "2026-12-03T00:00:00Z".into(),
             source_date_epoch: 1_796_256_000,
         };
         let command = build_command(&settings, &["sandbox-controller"]).unwrap();

@@ -47,14 +47,19 @@ pub struct ImageMeta {
     pub created_epoch: u64,
 }
 
+/// `epoch` (seconds since 1970) as an RFC 3339 time.
+pub fn rfc3339(epoch: u64) -> Result<String, ImageError> {
+    let seconds = i64::try_from(epoch)
+        .map_err(|_| ImageError::Invalid(format!("epoch {epoch} too large")))?;
+    jiff::Timestamp::from_second(seconds)
+        .map(|t| t.to_string())
+        .map_err(|e| ImageError::Invalid(format!("epoch {epoch}: {e}")))
+}
+
 impl ImageMeta {
     /// `created` as RFC 3339 in UTC.
     pub fn created_rfc3339(&self) -> Result<String, ImageError> {
-        let seconds = i64::try_from(self.created_epoch)
-            .map_err(|_| ImageError::Invalid(format!("epoch {} too large", self.created_epoch)))?;
-        jiff::Timestamp::from_second(seconds)
-            .map(|t| t.to_string())
-            .map_err(|e| ImageError::Invalid(format!("epoch {}: {e}", self.created_epoch)))
+        rfc3339(self.created_epoch)
     }
 
     /// The annotations of the manifest (and the labels of the configuration).
