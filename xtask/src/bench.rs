@@ -25,6 +25,7 @@
 //! | [`report`] | `report.json` and `report.md` |
 //! | [`svg`] | the charts |
 //! | [`prom`] | the Prometheus text reader |
+//! | [`apiserver_profile`] | `--profile-apiserver`: kube-apiserver's CPU profile and its shares |
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
+pub mod apiserver_profile;
 pub mod cluster;
 pub mod counters;
 pub mod error;
@@ -134,6 +136,13 @@ pub struct BenchArgs {
     /// Multiplies every wait deadline (for slow machines or debug builds).
     #[arg(long, default_value_t = 1.0)]
     pub timeout_factor: f64,
+
+    /// With `--cluster real`: record kube-apiserver's CPU profile (Go's pprof) over each
+    /// scenario's measured phases into `DIR/<scenario>/kube-apiserver.cpu.pb.gz`, and report
+    /// which share of it each part of kube-apiserver took
+    /// (`details.kube_apiserver_cpu_profile`). The profiler costs kube-apiserver a little CPU.
+    #[arg(long)]
+    pub profile_apiserver: bool,
 }
 
 /// Runs the benchmark. Returns an error only when the harness itself cannot run (build,
@@ -151,6 +160,11 @@ pub fn run(args: &BenchArgs) -> Result<(), BenchError> {
 }
 
 async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
+    if args.profile_apiserver && args.cluster != ClusterKind::Real {
+        return Err(BenchError::Unavailable(
+            "--profile-apiserver profiles kube-apiserver, so it needs --cluster real".into(),
+        ));
+    }
     let profile = profile_of(args);
     let out = args.out.clone().unwrap_or_else(|| {
         crate::workspace::workspace_root()
@@ -170,6 +184,7 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
             nodes: args.nodes,
             pod_startup_delay: realcluster::Delay::parse(&args.pod_startup_delay)
                 .map_err(|e| BenchError::Unavailable(format!("--pod-startup-delay: {e}")))?,
+            profile_apiserver: args.profile_apiserver,
         }),
     };
     let upstream_versions = match args.cluster {
@@ -224,6 +239,9 @@ async fn run_async(args: &BenchArgs) -> Result<(), BenchError> {
     );
     settings.insert("sizes".to_string(), serde_json::to_value(&sizes)?);
     settings.insert("repeat".to_string(), json!(args.repeat));
+    if args.profile_apiserver {
+        settings.insert("profile_apiserver".to_string(), json!(true));
+    }
     settings.insert(
         "client_build_profile".to_string(),
         serde_json::to_value(optimized_client::running_profile())?,

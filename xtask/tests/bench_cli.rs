@@ -169,3 +169,27 @@ fn scale_is_smaller_on_the_real_control_plane_and_still_overridable() {
         .unwrap();
     assert_eq!(restored.scale_sandboxes, 10_000);
 }
+
+#[test]
+fn profiling_kube_apiserver_on_devcluster_is_refused_before_anything_runs() {
+    let cli = Cli::try_parse_from([
+        "cargo xtask",
+        "bench",
+        "--quick",
+        "--no-build",
+        "--profile-apiserver",
+        "--out",
+        "/nonexistent/bench-profile-refused",
+    ])
+    .expect("the flag parses");
+    let Command::Bench(args) = cli.command else {
+        panic!("expected the bench verb");
+    };
+    assert!(args.profile_apiserver);
+    let error = xtask::bench::run(&args).expect_err("devcluster has no kube-apiserver");
+    assert!(
+        error.to_string().contains("--profile-apiserver")
+            && error.to_string().contains("--cluster real"),
+        "{error}"
+    );
+}

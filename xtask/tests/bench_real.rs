@@ -3,24 +3,32 @@
 //! with each controller on a token of its own ServiceAccount, and the report says which
 //! cluster and releases it ran on.
 //!
+//! With `--profile-apiserver`, kube-apiserver's CPU profile over each scenario's load is kept
+//! and read by part.
+//!
 //! Needs Go (the first run builds the upstream binaries, minutes; see docs/cluster.md): without
 //! it the test says so in one line and passes, except under CI or AGENT_SANDBOX_REQUIRE_GO=1.
-//! It takes about 3 minutes on 2 cores, so it is not part of `cargo test` by default (see the
-//! `ignore` reason).
+//! About 3 minutes on 2 cores (186 s on an idle machine: a fresh control plane per scenario,
+//! 10-50 s each).
 
 use std::process::Command;
 
 #[test]
-#[ignore = "about 3 minutes on 2 cores (2 min 57 s at load 9, a fresh cluster per scenario), \
-            beyond what CI's 60-minute budget leaves; run it with `cargo test -p xtask --test \
-            bench_real -- --ignored` (tracking: issue #19 item 5, CI lane for the real bench)"]
 fn quick_bench_runs_every_scenario_on_the_real_control_plane_with_the_controllers_as_themselves() {
     if !realcluster::go_or_skip("bench_real") {
         return;
     }
     let out = tempfile::tempdir().unwrap();
     let status = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["bench", "--quick", "--cluster", "real", "--nodes", "3"])
+        .args([
+            "bench",
+            "--quick",
+            "--cluster",
+            "real",
+            "--nodes",
+            "3",
+            "--profile-apiserver",
+        ])
         .arg("--out")
         .arg(out.path())
         .status()
@@ -101,4 +109,34 @@ fn quick_bench_runs_every_scenario_on_the_real_control_plane_with_the_controller
     for controller in ["extensions-controller", "sandbox-controller"] {
         assert!(gate["cpu_cores"][controller].is_number(), "{gate}");
     }
+
+    // Where kube-apiserver's CPU went: its own profile over the gate's load, read by part.
+    let profile = &gate["details"]["kube_apiserver_cpu_profile"];
+    assert!(
+        out.path()
+            .join("gate")
+            .join("kube-apiserver.cpu.pb.gz")
+            .is_file(),
+        "no profile file: {}",
+        gate["details"]
+    );
+    let share = |part: &str| {
+        profile["activities"]
+            .as_array()
+            .and_then(|parts| parts.iter().find(|p| p["part"] == part))
+            .and_then(|p| p["pct"].as_f64())
+            .unwrap_or_else(|| panic!("{part} missing from {profile}"))
+    };
+    assert!(share("patch requests") > 0.0, "{profile}");
+    assert!(share("create requests") > 0.0, "{profile}");
+    let total: f64 = profile["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["pct"].as_f64())
+        .sum();
+    assert!(
+        (total - 100.0).abs() < 0.5,
+        "the shares add up to {total}: {profile}"
+    );
 }

@@ -209,6 +209,8 @@ pub struct Stack {
     pub client: kube::Client,
     pub controllers: Vec<Controller>,
     controller_options: ControllerOptions,
+    /// `--profile-apiserver`: kube-apiserver's CPU profile over the measured phases.
+    pub apiserver_profiler: Option<super::apiserver_profile::ApiserverProfiler>,
 }
 
 /// Real control plane settings the scenarios choose.
@@ -218,6 +220,8 @@ pub struct RealOptions {
     pub nodes: u32,
     /// kwok's time from scheduling to Running and Ready, as devcluster's flag.
     pub pod_startup_delay: realcluster::Delay,
+    /// Record kube-apiserver's CPU profile over each scenario's measured phases.
+    pub profile_apiserver: bool,
 }
 
 /// How the controllers are started, beyond what every run sets.
@@ -311,6 +315,7 @@ impl Stack {
             client,
             controllers: Vec::new(),
             controller_options: controller_options.clone(),
+            apiserver_profiler: None,
         })
     }
 
@@ -361,6 +366,9 @@ impl Stack {
         let audit = std::sync::Mutex::new(super::counters::AuditTally::new(
             cluster.audit_log_path().to_path_buf(),
         ));
+        let apiserver_profiler = options
+            .profile_apiserver
+            .then(|| super::apiserver_profile::ApiserverProfiler::new(client.clone()));
         Ok(Stack {
             dir: dir.to_path_buf(),
             binaries: binaries.clone(),
@@ -374,6 +382,7 @@ impl Stack {
             client,
             controllers: Vec::new(),
             controller_options: controller_options.clone(),
+            apiserver_profiler,
         })
     }
 

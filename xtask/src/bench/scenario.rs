@@ -355,6 +355,13 @@ async fn run_inner(
     }
     .await;
     record_rss(&stack, report);
+    if let Some(profiler) = &stack.apiserver_profiler {
+        match profiler.finish(&stack.dir).await {
+            Some(Ok(summary)) => report.detail("kube_apiserver_cpu_profile", summary),
+            Some(Err(error)) => report.detail("kube_apiserver_cpu_profile_error", error),
+            None => {}
+        }
+    }
     stack.shutdown().await;
     result
 }
@@ -432,6 +439,8 @@ fn record_rss(stack: &Stack, report: &mut ScenarioReport) {
 struct LoadMeters {
     cpu: Vec<(&'static str, bool, CpuMeter)>,
     depth: Option<DepthSampler>,
+    /// `--profile-apiserver`: the phase's kube-apiserver CPU profile, ended with the meters.
+    profile: Option<super::apiserver_profile::StopProfile>,
 }
 
 /// [`cpu_meters`] and the work-queue depth sampler.
@@ -466,7 +475,11 @@ fn cpu_meters(stack: &Stack, ctx: &Ctx<'_>) -> LoadMeters {
         false,
         CpuMeter::start(std::process::id(), ctx.ticks_per_second),
     ));
-    LoadMeters { cpu, depth: None }
+    LoadMeters {
+        cpu,
+        depth: None,
+        profile: stack.apiserver_profiler.as_ref().map(|p| p.start()),
+    }
 }
 
 /// The control plane's process names as `'static` keys.
@@ -487,6 +500,9 @@ fn server_process_name(name: &str) -> &'static str {
 }
 
 fn record_cpu(meters: &LoadMeters, report: &mut ScenarioReport) {
+    if let Some(profile) = &meters.profile {
+        profile.stop();
+    }
     let mut other = std::collections::BTreeMap::new();
     for (name, is_controller, meter) in &meters.cpu {
         if let Some(cores) = meter.cores() {
