@@ -223,8 +223,13 @@ pub async fn sustained(
     }
 
     // Churn must leak nothing: once every claim is gone, exactly the pool's members remain.
+    // The deletions are asynchronous garbage collection (kube-controller-manager's, on the real
+    // control plane, at its default 20 requests/s: a few Sandboxes and Pods a second), so a
+    // drain that still makes progress is waited for; one that stalls for the deadline fails.
     let drain_start = Instant::now();
     let drain_timeout = ctx.timeout(120.0);
+    let mut progress_at = Instant::now();
+    let mut last_counts = None;
     let drained = bar("sustained", "claims deleted, waiting for the pool alone", 0);
     let (sandboxes, pods) = loop {
         let claims_left = Kind::Claim
@@ -246,11 +251,17 @@ pub async fn sustained(
         {
             break (sandboxes, pods);
         }
-        if drain_start.elapsed() > drain_timeout {
+        let counts = (claims_left, sandboxes, pods, ready_members);
+        if last_counts != Some(counts) {
+            last_counts = Some(counts);
+            progress_at = Instant::now();
+        }
+        if progress_at.elapsed() > drain_timeout {
             drained.abandon();
             return Err(BenchError::Unavailable(format!(
-                "after all {created} claims were deleted, {claims_left} claims, {sandboxes} Sandboxes and {pods} Pods remain and {ready_members} of {replicas} pool members are Ready (expected 0 claims and exactly {replicas} Sandboxes, Pods and Ready members) after {}s",
-                drain_timeout.as_secs()
+                "after all {created} claims were deleted, {claims_left} claims, {sandboxes} Sandboxes and {pods} Pods remain and {ready_members} of {replicas} pool members are Ready (expected 0 claims and exactly {replicas} Sandboxes, Pods and Ready members); nothing changed for {} s ({:.0} s after the last delete)",
+                drain_timeout.as_secs(),
+                drain_start.elapsed().as_secs_f64()
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
