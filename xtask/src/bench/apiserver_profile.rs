@@ -10,8 +10,8 @@
 //! until the phase ends: the profile covers the phase plus at most one piece after it, and a
 //! few milliseconds between pieces are not sampled. At the end of the scenario the pieces are
 //! merged into `kube-apiserver.cpu.pb.gz` with `go tool pprof -proto` (Go is there: it built
-//! the control plane) and [`shares`] reads, with `go tool pprof -focus`, which share of the
-//! samples passed through each part of kube-apiserver (`details.kube_apiserver_cpu_profile`).
+//! the control plane) and `focused_share` reads, with `go tool pprof -focus`, which share of
+//! the samples passed through each part of kube-apiserver (`details.kube_apiserver_cpu_profile`).
 //! Reading the profile is `go tool pprof`'s job; nothing here decodes it.
 
 use std::path::{Path, PathBuf};
@@ -36,8 +36,9 @@ pub const FILE: &str = "kube-apiserver.cpu.pb.gz";
 /// filter chain every request passes: authentication, authorization, API Priority and
 /// Fairness, audit, tracing; reading and decoding the request; the Go runtime's own work).
 /// A write's storage work (admission, the patch, the field manager, etcd) runs in a goroutine
-/// of its own (`finishRequest`), so the write rows count that part and `writing responses` the
-/// response the handler then serializes.
+/// of its own (`finishRequest`), so the patch row counts that part and the row after update
+/// the response the handler then serializes (a create's or an update's handler does both in
+/// one goroutine, hence that row's `ignore`).
 pub const ACTIVITIES: [(&str, &str, &str); 10] = [
     (
         "patch requests",
@@ -207,13 +208,11 @@ async fn piece(client: &kube::Client) -> Result<Vec<u8>, String> {
             .map_err(|e| e.to_string())?;
         Ok::<_, String>(body)
     };
-    tokio::time::timeout(Duration::from_secs(CHUNK_SECONDS + 30), read)
+    let answer_within = CHUNK_SECONDS + 30;
+    tokio::time::timeout(Duration::from_secs(answer_within), read)
         .await
         .map_err(|_| {
-            format!(
-                "kube-apiserver's /debug/pprof/profile did not answer in {} s",
-                CHUNK_SECONDS + 30
-            )
+            format!("kube-apiserver's /debug/pprof/profile did not answer in {answer_within} s")
         })?
         .map_err(|e| format!("kube-apiserver's /debug/pprof/profile: {e}"))
 }
@@ -241,8 +240,9 @@ fn merge_and_read(dir: &Path, pieces: &[Vec<u8>]) -> Result<ProfileSummary, Stri
     let mut activities = Vec::new();
     let mut sampled_ms = 0.0;
     for (name, focus, ignore) in ACTIVITIES {
-        let (pct, total) = focused_share(&file, focus, ignore)?;
-        sampled_ms = total;
+        // Every call reports the same total: the profile's.
+        let pct;
+        (pct, sampled_ms) = focused_share(&file, focus, ignore)?;
         activities.push(Share {
             part: name.into(),
             pct,
