@@ -134,7 +134,6 @@ pub async fn writes(
     let pools = warm_pools(stack, ctx, "writes", "writes", 1, sizes.writes_pool).await?;
     let pool = pools[0].clone();
     let sandboxes = ReadyWatch::start(&stack.client, Kind::Sandbox).await?;
-    wait_quiet(stack, Duration::from_millis(500), ctx.timeout(30.0)).await?;
     let claims = ReadyWatch::start(&stack.client, Kind::Claim).await?;
     let before = counters::snapshot(stack).await?;
     let meters = cpu_meters(stack, ctx);
