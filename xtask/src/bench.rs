@@ -57,6 +57,8 @@ use scenario::{Ctx, ScenarioName, Sizes};
 
 /// Arguments of `cargo xtask bench`.
 #[derive(Debug, Clone, Args)]
+// The field docs are `--help` text, where `<workspace>` names a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 pub struct BenchArgs {
     /// Scenario to run (repeatable). Default: all, in the order devcluster, gate, saturate,
     /// sustained, refill, cold, scale, writes.

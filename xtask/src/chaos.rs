@@ -53,6 +53,8 @@ pub enum ClusterKind {
 
 /// Arguments of `cargo xtask chaos`.
 #[derive(Debug, Clone, Args)]
+// The field docs are `--help` text, where `<workspace>` names a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 pub struct ChaosArgs {
     /// Experiment to run (repeatable). Default: all, in the order kill-storm, api-faults,
     /// leader-pause, churn-ready, churn-fast, bad-input.

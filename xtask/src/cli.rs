@@ -54,6 +54,8 @@ pub struct CrdsArgs {
 
 /// Arguments of `cargo xtask release`.
 #[derive(Debug, Args)]
+// The field docs are `--help` text, where `<workspace>` names a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 pub struct ReleaseArgs {
     /// Release version: `v` followed by a semantic version without build metadata
     /// (e.g. v0.3.1, v1.0.0-rc.1). Used as the image tag.

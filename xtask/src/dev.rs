@@ -56,6 +56,8 @@ pub enum ControlPlane {
 
 /// Arguments of `cargo xtask dev`.
 #[derive(Debug, Args)]
+// The field docs are `--help` text, where `<workspace>` names a placeholder, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 pub struct DevArgs {
     /// Where to run: `devcluster`, or `real` (a real control plane, built with Go on first use;
     /// each controller runs with a token of its own ServiceAccount from the release manifests,

@@ -70,7 +70,7 @@ fn real_at_once() -> usize {
 }
 
 impl RealGround {
-    /// A fresh real control plane, once this process runs fewer than [`real_at_once`] others.
+    /// A fresh real control plane, once this process runs fewer than `real_at_once` others.
     pub async fn start(options: realcluster::Options) -> RealGround {
         static TURNS: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
         let turn = TURNS

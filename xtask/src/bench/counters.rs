@@ -6,7 +6,7 @@
 //! On the real control plane the server's counter is kube-apiserver's
 //! `apiserver_request_total{verb,group,resource,subresource,code,...}`, which does not say who
 //! sent a request. It is read into devcluster's shape ([`from_apiserver`]): the benchmark client's
-//! writes are told apart by what only it sends ([`BENCH_ONLY_WRITES`]), the simulated nodes'
+//! writes are told apart by what only it sends (`BENCH_ONLY_WRITES`), the simulated nodes'
 //! (kwok's Pod status, the scheduler's bindings) by resource as on devcluster, and the
 //! heartbeats (Leases, Node status) are left out. Who sent what is read from the API server's
 //! audit log instead, which records every request of the controllers' ServiceAccounts
@@ -358,8 +358,8 @@ fn by_agent(
 /// kube-apiserver's `apiserver_request_total` in devcluster's shape: `devcluster_requests_total`
 /// with devcluster's verb names (POST `create`, PUT `update`, PATCH and APPLY `patch`, DELETE
 /// `delete`, GET `get`, LIST `list`, WATCH and WATCHLIST `watch`), the benchmark client's
-/// writes marked with its user agent ([`BENCH_ONLY_WRITES`]), and the heartbeats
-/// ([`HEARTBEAT_RESOURCES`]) left out. Everything else carries no user agent (pure).
+/// writes marked with its user agent (`BENCH_ONLY_WRITES`), and the heartbeats
+/// (`HEARTBEAT_RESOURCES`) left out. Everything else carries no user agent (pure).
 pub fn from_apiserver(samples: &[Sample]) -> Vec<Sample> {
     let mut out: BTreeMap<Vec<(String, String)>, f64> = BTreeMap::new();
     for sample in samples

@@ -109,7 +109,7 @@ async fn draw_claim_traces(sink: SpanSink, dir: PathBuf) {
 }
 
 /// The ids of the traces to draw now: they hold a `claim-to-bound` span, were not drawn yet,
-/// and received no span for [`QUIET`]. `last_growth` remembers each trace's span count and when
+/// and received no span for `QUIET`. `last_growth` remembers each trace's span count and when
 /// it last changed.
 pub fn ready_traces(
     spans: &[CapturedSpan],

@@ -6,7 +6,7 @@
 //! computed; the registry's answer is checked against it. The SBOM follows as an OCI referrer
 //! of the image (an artifact manifest whose `subject` is the image), listed by the registry's
 //! referrers API or, on a registry without one, in the referrers tag schema's index
-//! ([`list_referrer`]).
+//! (`list_referrer`).
 
 use std::str::FromStr;
 

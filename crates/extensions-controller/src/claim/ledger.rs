@@ -5,7 +5,7 @@
 //! **resourceVersion is opaque.** The API promises only that equal versions are the same
 //! state, not an order, so whether a pass's copy of the claim (taken when the pass started) is
 //! behind one of our writes is told by the watch: the write's
-//! [`Echo`](controller_common::write_echo::Echo) learns when the cache applied that version and
+//! [`controller_common::write_echo::Echo`] learns when the cache applied that version and
 //! which came after it ([`ClaimLedger::claim_delivered`], called after the store applied the
 //! event), and a copy holds the write only if it is that version or a later one. Versions the
 //! watch delivered while a write was in flight are handed to its echo when the response is read
