@@ -30,3 +30,33 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
         .unwrap_or_default();
     Some((code, body))
 }
+
+/// Scrapes `/metrics` on 127.0.0.1:`port` until its body contains every one of `series`, and
+/// returns that body; after `deadline` it panics naming the missing ones, with the last body.
+///
+/// A metric a controller records once it has read the response of a write (the claim
+/// controller's startup latency after its Ready status write, a pass's reconcile count when
+/// the pass ends) can appear after another client has already seen that write, so a test that
+/// saw the write scrapes until the metric is there rather than once.
+pub async fn wait_for_metrics(port: u16, series: &[&str], deadline: std::time::Duration) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let body = http_get(port, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let missing: Vec<&str> = series
+            .iter()
+            .copied()
+            .filter(|s| !body.contains(s))
+            .collect();
+        if missing.is_empty() {
+            return body;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "after {deadline:?}, missing from /metrics: {missing:?}\n{body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
