@@ -240,13 +240,14 @@ impl Drop for Checkout {
 /// reused) gives the same archives, digests and SBOMs as this checkout.
 ///
 /// Ignored because it builds both controllers from nothing (a full release build for musl,
-/// about as long as the rest of the image tests together on 2 cores), which would add that
-/// to CI. Tracking: issue #24 (reproducible images), run by hand before a release with
+/// 9 minutes with the images here on 2 cores), which would add that to CI. Run by hand before
+/// a release (docs/release.md, "Reproducible") with
 /// `cargo test -p xtask --test images -- --ignored --exact
 /// a_checkout_at_another_path_gives_the_same_archives_and_digests` from a clean work tree
-/// (committed changes only: the other checkout is HEAD) and without `CARGO_TARGET_DIR`.
+/// (committed changes only: the other checkout is HEAD) and without `CARGO_TARGET_DIR`; commit
+/// nothing while it runs (the revision is in the binaries).
 #[test]
-#[ignore = "tracking: issue #24, a full second release build (too slow for CI); run by hand, see its doc"]
+#[ignore = "tracking: run by hand before a release (docs/release.md); a full second release build, too slow for CI"]
 fn a_checkout_at_another_path_gives_the_same_archives_and_digests() {
     if skipped() {
         return;
@@ -275,6 +276,13 @@ fn a_checkout_at_another_path_gives_the_same_archives_and_digests() {
     assert_eq!(git_revision(&there.workspace).unwrap(), here.revision);
     let out = scratch("checkout-out");
     let theirs = build_images(&there, out.path()).expect("the other checkout builds");
+    // The revision is in the binaries: a commit or an edit while the other checkout built
+    // would make the two builds differ by it, not by their path (it happened once).
+    assert_eq!(
+        settings().revision,
+        here.revision,
+        "HEAD or the work tree changed during the run; commit nothing while this test runs"
+    );
     for (ours, theirs) in built().images.iter().zip(&theirs) {
         assert_eq!(
             ours.image.manifest_digest,
